@@ -1,0 +1,1 @@
+"""The five wire APIs: one module each, with ``parse(body) -> Request`` and ``render(Request) -> body``."""

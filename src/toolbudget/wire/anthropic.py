@@ -1,0 +1,390 @@
+"""Anthropic Messages API: ``system``, ``messages`` of content blocks, ``tools``.
+
+Tool results live in the user message after the call, as ``tool_result``
+blocks that must come first. Block types we do not model (server tools, MCP,
+compaction, search results...) are carried as :class:`~toolbudget.model.Opaque`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from ..errors import ShapeError
+from ..jsonio import to_body
+from ..model import (
+    Data,
+    Media,
+    Message,
+    Opaque,
+    Part,
+    Request,
+    Role,
+    Text,
+    Thinking,
+    ToolCall,
+    ToolDef,
+    ToolResult,
+    set_origin,
+)
+from ._common import (
+    dumps_text,
+    expect_dict,
+    expect_list,
+    expect_str,
+    merge_runs,
+    neutral,
+    rest,
+    results_first,
+    reused,
+    safe_ids,
+    unknown,
+    with_extra,
+)
+
+__all__ = ["API", "parse", "render"]
+
+API = "anthropic"
+
+_ROLES: dict[str, Role] = {"user": "user", "assistant": "assistant", "system": "system"}
+
+# Block types the API documents that we carry without modelling.
+OPAQUE_TYPES = frozenset(
+    {
+        "search_result",
+        "server_tool_use",
+        "web_search_tool_result",
+        "web_fetch_tool_result",
+        "code_execution_tool_result",
+        "bash_code_execution_tool_result",
+        "text_editor_code_execution_tool_result",
+        "tool_search_tool_result",
+        "advisor_tool_result",
+        "mcp_tool_use",
+        "mcp_tool_result",
+        "mcp_tool_listing",
+        "container_upload",
+        "compaction",
+        "tool_addition",
+        "tool_removal",
+        "tool_reference",
+        "browser_state",
+        "fallback",
+    }
+)
+_MODELLED_TYPES = frozenset(
+    {"text", "image", "document", "thinking", "redacted_thinking", "tool_use", "tool_result"}
+)
+KNOWN_TYPES = OPAQUE_TYPES | _MODELLED_TYPES
+
+_K_TEXT = frozenset({"type", "text"})
+_K_MEDIA = frozenset({"type", "source"})
+_K_THINKING = frozenset({"type", "thinking", "signature"})
+_K_REDACTED = frozenset({"type", "data"})
+_K_TOOL_USE = frozenset({"type", "id", "name", "input"})
+_K_TOOL_RESULT = frozenset({"type", "tool_use_id", "content", "is_error"})
+_K_MESSAGE = frozenset({"role", "content"})
+_K_TOOL = frozenset({"name", "description", "input_schema", "type"})
+_K_BODY = frozenset({"messages", "system", "tools"})
+
+
+# --- parse ---------------------------------------------------------------------------
+
+
+def parse(body: Any) -> Request:
+    """Read a Messages API request body into a :class:`Request`."""
+    wire = to_body(body)
+    if "messages" not in wire:
+        raise ShapeError("an Anthropic Messages body needs a `messages` array")
+    messages = tuple(
+        _parse_message(m, f"messages.{i}") for i, m in enumerate(expect_list(wire["messages"], "messages"))
+    )
+    system: tuple[Part, ...] = ()
+    form: tuple[str, ...] = ()
+    if "system" in wire:
+        raw = wire["system"]
+        if isinstance(raw, str):
+            system, form = (Text(raw),), ("system:str",)
+        else:
+            system = tuple(_parse_block(b, f"system.{i}") for i, b in enumerate(expect_list(raw, "system")))
+            form = ("system",)
+    tools: tuple[ToolDef, ...] = ()
+    if "tools" in wire:
+        tools = tuple(_parse_tool(t, f"tools.{i}") for i, t in enumerate(expect_list(wire["tools"], "tools")))
+        form += ("tools",)
+    request = Request(API, messages, system, tools, rest(wire, _K_BODY), form)
+    return set_origin(request, API, wire)
+
+
+def _parse_message(raw: Any, loc: str) -> Message:
+    wire = expect_dict(raw, loc)
+    role = _ROLES.get(wire.get("role"))  # type: ignore[arg-type]
+    if role is None:
+        raise unknown("role", wire.get("role"), f"{loc}.role", _ROLES)
+    if "content" not in wire:
+        raise ShapeError("a message needs `content`", location=loc)
+    content = wire["content"]
+    if isinstance(content, str):
+        parts: tuple[Part, ...] = (Text(content),)
+        form: tuple[str, ...] = ("content:str",)
+    else:
+        blocks = expect_list(content, f"{loc}.content")
+        parts = tuple(_parse_block(b, f"{loc}.content.{j}") for j, b in enumerate(blocks))
+        form = ()
+    return set_origin(Message(role, parts, rest(wire, _K_MESSAGE), form), API, wire)
+
+
+def _parse_block(raw: Any, loc: str) -> Part:
+    wire = expect_dict(raw, loc)
+    kind = wire.get("type")
+    part: Part
+    if kind == "text":
+        part = Text(expect_str(wire.get("text"), f"{loc}.text"), rest(wire, _K_TEXT))
+    elif kind == "tool_result":
+        part = _parse_result(wire, loc)
+    elif kind == "tool_use":
+        part = ToolCall(
+            expect_str(wire.get("id"), f"{loc}.id"),
+            expect_str(wire.get("name"), f"{loc}.name"),
+            expect_dict(wire.get("input"), f"{loc}.input"),
+            extra=rest(wire, _K_TOOL_USE),
+        )
+    elif kind == "thinking":
+        part = Thinking(
+            expect_str(wire.get("thinking"), f"{loc}.thinking"),
+            wire.get("signature"),
+            extra=rest(wire, _K_THINKING),
+            form=("signature",) if "signature" in wire else (),
+        )
+    elif kind == "redacted_thinking":
+        part = Thinking(
+            None, expect_str(wire.get("data"), f"{loc}.data"), True, extra=rest(wire, _K_REDACTED)
+        )
+    elif kind in {"image", "document"}:
+        part = _parse_media(kind, wire, loc)
+    elif kind in OPAQUE_TYPES:
+        part = Opaque(kind, wire)
+    else:
+        raise unknown("content block type", kind, f"{loc}.type", KNOWN_TYPES)
+    return set_origin(part, API, wire)
+
+
+def _parse_media(kind: str, wire: dict[str, Any], loc: str) -> Media:
+    source = expect_dict(wire.get("source"), f"{loc}.source")
+    stype = source.get("type")
+    if stype == "base64" and set(source) == {"type", "media_type", "data"}:
+        return Media(kind, source["media_type"], source["data"], extra=rest(wire, _K_MEDIA), form=("base64",))
+    if stype == "url" and set(source) == {"type", "url"}:
+        return Media(kind, url=source["url"], extra=rest(wire, _K_MEDIA), form=("url",))
+    # Files, text and content sources are carried whole.
+    return Media(kind, extra=rest(wire, frozenset({"type"})), form=("source",))
+
+
+def _parse_result(wire: dict[str, Any], loc: str) -> ToolResult:
+    content = wire.get("content")
+    form: list[str] = []
+    if "content" not in wire:
+        parts: tuple[Part, ...] = ()
+        form.append("content:absent")
+    elif isinstance(content, str):
+        parts = (Text(content),)
+        form.append("content:str")
+    else:
+        blocks = expect_list(content, f"{loc}.content")
+        parts = tuple(_parse_block(b, f"{loc}.content.{j}") for j, b in enumerate(blocks))
+    is_error = wire.get("is_error")
+    if "is_error" in wire:
+        form.append("is_error")
+    return ToolResult(
+        expect_str(wire.get("tool_use_id"), f"{loc}.tool_use_id"),
+        parts,
+        bool(is_error),
+        extra=rest(wire, _K_TOOL_RESULT),
+        form=tuple(form),
+    )
+
+
+def _parse_tool(raw: Any, loc: str) -> ToolDef:
+    wire = expect_dict(raw, loc)
+    kind = wire.get("type", "function")
+    form: tuple[str, ...] = ()
+    if kind == "custom":
+        kind, form = "function", ("type:custom",)
+    if not isinstance(kind, str):
+        raise ShapeError("a tool's `type` must be a string", location=f"{loc}.type")
+    name = wire.get("name", "")
+    tool = ToolDef(
+        expect_str(name, f"{loc}.name"),
+        wire.get("description"),
+        wire.get("input_schema"),
+        kind,
+        rest(wire, _K_TOOL),
+        form
+        + (("description",) if "description" in wire else ())
+        + (("schema",) if "input_schema" in wire else ()),
+    )
+    return set_origin(tool, API, wire)
+
+
+# --- render --------------------------------------------------------------------------
+
+
+def render(request: Request) -> dict[str, Any]:
+    """Write a :class:`Request` as a Messages API body (converting it if it came from elsewhere)."""
+    if request.api != API:
+        request = adapt(request)
+    wire = reused(request, API)
+    if wire is not None:
+        return wire  # type: ignore[no-any-return]
+    body = dict(request.extra)
+    if request.system or "system" in request.form or "system:str" in request.form:
+        body["system"] = _render_system(request)
+    body["messages"] = [_render_message(m) for m in request.messages]
+    if request.tools or "tools" in request.form:
+        body["tools"] = [_render_tool(t) for t in request.tools]
+    return body
+
+
+def _render_system(request: Request) -> Any:
+    system = request.system
+    if "system:str" in request.form and len(system) == 1 and _plain_text(system[0]):
+        return system[0].text  # type: ignore[union-attr]
+    return [_render_block(p) for p in system]
+
+
+def _plain_text(part: Part) -> bool:
+    return isinstance(part, Text) and not part.extra
+
+
+def _render_message(message: Message) -> Any:
+    wire = reused(message, API)
+    if wire is not None:
+        return wire
+    role = "user" if message.role == "tool" else message.role
+    parts = message.parts
+    content: Any
+    if "content:str" in message.form and len(parts) == 1 and _plain_text(parts[0]):
+        content = parts[0].text  # type: ignore[union-attr]
+    else:
+        content = [_render_block(p) for p in parts]
+    return with_extra({"role": role, "content": content}, message.extra)
+
+
+def _render_block(part: Part) -> Any:
+    wire = reused(part, API)
+    if wire is not None:
+        return wire
+    if isinstance(part, Text):
+        return with_extra({"type": "text", "text": part.text}, part.extra)
+    if isinstance(part, ToolResult):
+        return _render_result(part)
+    if isinstance(part, ToolCall):
+        arguments = part.arguments if isinstance(part.arguments, dict) else _wrap_arguments(part)
+        call = {"type": "tool_use", "id": part.id or "", "name": part.name, "input": arguments}
+        return with_extra(call, part.extra)
+    if isinstance(part, Thinking):
+        if part.redacted:
+            return with_extra({"type": "redacted_thinking", "data": part.signature or ""}, part.extra)
+        out: dict[str, Any] = {"type": "thinking", "thinking": part.text or ""}
+        if part.signature is not None or "signature" in part.form:
+            out["signature"] = part.signature
+        return with_extra(out, part.extra)
+    if isinstance(part, Media):
+        return _render_media(part)
+    if isinstance(part, Data):
+        return {"type": "text", "text": dumps_text(part.value)}
+    if isinstance(part, Opaque):
+        return part.value
+    raise AssertionError(part)
+
+
+def _wrap_arguments(call: ToolCall) -> dict[str, Any]:
+    # Anthropic needs an object; a free-form input (or text that never parsed) is wrapped.
+    if call.arguments is not None:
+        return {"input": call.arguments}
+    return {"input": call.arguments_json or ""}
+
+
+def _render_media(part: Media) -> Any:
+    if "source" in part.form:
+        return with_extra({"type": part.kind}, part.extra)
+    if part.data is not None:
+        source: dict[str, Any] = {"type": "base64", "media_type": part.media_type, "data": part.data}
+    elif part.url is not None:
+        source = {"type": "url", "url": part.url}
+    else:
+        return {"type": "text", "text": f"[{part.kind} not carried]"}
+    kind = part.kind if part.kind in ("image", "document") else "document"
+    return with_extra({"type": kind, "source": source}, part.extra)
+
+
+def _render_result(part: ToolResult) -> Any:
+    out: dict[str, Any] = {"type": "tool_result", "tool_use_id": part.call_id or ""}
+    content = part.content
+    if not content and ("content:absent" in part.form or not part.form):
+        pass
+    elif "content:str" in part.form and len(content) == 1 and _plain_text(content[0]):
+        out["content"] = content[0].text  # type: ignore[union-attr]
+    elif len(content) == 1 and _plain_text(content[0]) and not part.form and not part.origin:
+        out["content"] = content[0].text  # type: ignore[union-attr]
+    else:
+        out["content"] = [_render_block(p) for p in content]
+    if part.is_error or "is_error" in part.form:
+        out["is_error"] = part.is_error
+    return with_extra(out, part.extra)
+
+
+def _render_tool(tool: ToolDef) -> Any:
+    wire = reused(tool, API)
+    if wire is not None:
+        return wire
+    out: dict[str, Any] = {}
+    if tool.kind != "function":
+        out["type"] = tool.kind
+    elif "type:custom" in tool.form:
+        out["type"] = "custom"
+    out["name"] = tool.name
+    if tool.description is not None or "description" in tool.form:
+        out["description"] = tool.description
+    if tool.parameters is not None or "schema" in tool.form or tool.kind == "function":
+        out["input_schema"] = tool.parameters if tool.parameters is not None else {"type": "object"}
+    return with_extra(out, tool.extra)
+
+
+# --- converting from another API -----------------------------------------------------
+
+
+def adapt(request: Request) -> Request:
+    """Lay out a request from another API (or a transcript) the way this API wants it."""
+    request = neutral(request)
+    system = list(request.system)
+    messages: list[Message] = []
+    leading = True
+    for message in request.messages:
+        if message.role == "system" and leading:
+            system.extend(p for p in message.parts if isinstance(p, Text))
+            continue
+        leading = False
+        parts = tuple(_portable(p) for p in message.parts if _keep(p))
+        if not parts:
+            continue
+        role: Role = "user" if message.role in ("tool", "system") else message.role
+        messages.append(Message(role, parts))
+    messages = [results_first(m) for m in merge_runs(messages, lambda m: m.role)]
+    messages = safe_ids(messages)
+    return Request(API, tuple(messages), tuple(system), request.tools, request.extra)
+
+
+def _keep(part: Part) -> bool:
+    if isinstance(part, Thinking):
+        return part.source == "anthropic"
+    if isinstance(part, Text):
+        return bool(part.text)
+    return True
+
+
+def _portable(part: Part) -> Part:
+    if isinstance(part, ToolResult):
+        content = tuple(p for p in part.content if not isinstance(p, Text) or p.text)
+        return replace(part, content=content) if content != part.content else part
+    return part
