@@ -1,1 +1,154 @@
-"""The five wire APIs: one module each, with ``parse(body) -> Request`` and ``render(Request) -> body``."""
+"""The five wire APIs: one module each, with ``parse(body) -> Request`` and ``render(Request) -> body``.
+
+This package also tells a body's API from its shape (:func:`detect_api`) and
+converts a request between APIs (:func:`convert`).
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+from typing import Any, Protocol, cast
+
+from ..errors import UnknownAPIError
+from ..jsonio import to_body
+from ..model import Request
+
+__all__ = ["APIS", "WireModule", "convert", "detect_api", "module", "parse", "render", "resolve_api"]
+
+APIS: tuple[str, ...] = ("anthropic", "openai-chat", "openai-responses", "gemini", "bedrock-converse")
+
+_MODULES = {
+    "anthropic": "anthropic",
+    "openai-chat": "openai_chat",
+    "openai-responses": "openai_responses",
+    "gemini": "gemini",
+    "bedrock-converse": "bedrock",
+}
+
+# Spellings a user may type for an API.
+_ALIASES = {
+    "messages": "anthropic",
+    "claude": "anthropic",
+    "openai": "openai-chat",
+    "chat": "openai-chat",
+    "chat-completions": "openai-chat",
+    "responses": "openai-responses",
+    "google": "gemini",
+    "bedrock": "bedrock-converse",
+    "converse": "bedrock-converse",
+}
+
+
+class WireModule(Protocol):
+    API: str
+
+    def parse(self, body: Any) -> Request: ...
+
+    def render(self, request: Request) -> dict[str, Any]: ...
+
+    def adapt(self, request: Request) -> Request: ...
+
+
+def resolve_api(api: str) -> str:
+    """The canonical name of an API, accepting common aliases."""
+    name = api.strip().lower().replace("_", "-")
+    name = _ALIASES.get(name, name)
+    if name not in _MODULES:
+        raise UnknownAPIError(f"unknown API {api!r} (expected one of: {', '.join(APIS)})")
+    return name
+
+
+def module(api: str) -> WireModule:
+    """The wire module of an API."""
+    mod: ModuleType = importlib.import_module(f"{__name__}.{_MODULES[resolve_api(api)]}")
+    return cast(WireModule, mod)
+
+
+def parse(body: Any, api: str | None = None) -> Request:
+    """Parse a body of ``api`` (told from the body's shape when ``None``)."""
+    body = to_body(body)
+    return module(api or detect_api(body)).parse(body)
+
+
+def render(request: Request, api: str | None = None) -> dict[str, Any]:
+    """Render a request for ``api`` (its own API when ``None``), converting it if needed."""
+    target = api or request.api
+    if target is None:
+        raise UnknownAPIError("this request has no API of its own; name the API to render it for")
+    return module(target).render(request)
+
+
+def convert(request: Request, api: str) -> Request:
+    """The request laid out for another API (a no-op for its own)."""
+    mod = module(api)
+    return request if request.api == mod.API else mod.adapt(request)
+
+
+def detect_api(body: Any) -> str:
+    """Tell a request body's wire API from its shape.
+
+    Raises :class:`UnknownAPIError` when the shape fits none, or fits more than
+    one equally (a lone user message with text is both Anthropic and OpenAI).
+    """
+    body = to_body(body)
+    if "contents" in body or "systemInstruction" in body or "system_instruction" in body:
+        return "gemini"
+    if "input" in body and "messages" not in body:
+        return "openai-responses"
+    if "toolConfig" in body or "inferenceConfig" in body or "additionalModelRequestFields" in body:
+        return "bedrock-converse"
+    messages = body.get("messages")
+    if not isinstance(messages, list):
+        raise UnknownAPIError(
+            "cannot tell the API of this body: it has no `messages`, `input` or `contents`; "
+            "pass the API explicitly"
+        )
+    votes = _vote_messages(messages)
+    system = body.get("system")
+    if isinstance(system, str):
+        votes.add("anthropic")
+    elif isinstance(system, list) and system and isinstance(system[0], dict):
+        votes.add("anthropic" if "type" in system[0] else "bedrock-converse")
+    if "tools" in body and isinstance(body["tools"], list) and body["tools"]:
+        first = body["tools"][0]
+        if isinstance(first, dict):
+            if first.get("type") == "function" and "function" in first:
+                votes.add("openai-chat")
+            elif "input_schema" in first:
+                votes.add("anthropic")
+    if len(votes) == 1:
+        return votes.pop()
+    if not votes:
+        raise UnknownAPIError(
+            "cannot tell the API of this body: its messages fit both Anthropic and OpenAI Chat; "
+            "pass the API explicitly"
+        )
+    raise UnknownAPIError(f"cannot tell the API of this body: it mixes {' and '.join(sorted(votes))} shapes")
+
+
+def _vote_messages(messages: list[Any]) -> set[str]:
+    votes: set[str] = set()
+    for message in messages:
+        if not isinstance(message, dict):
+            continue
+        role = message.get("role")
+        if role in ("system", "developer", "tool", "function"):
+            votes.add("openai-chat")
+        if "tool_calls" in message or "tool_call_id" in message:
+            votes.add("openai-chat")
+        content = message.get("content")
+        if isinstance(content, list):
+            for block in content:
+                if not isinstance(block, dict):
+                    continue
+                kind = block.get("type")
+                if kind in ("tool_use", "tool_result", "thinking", "redacted_thinking", "image", "document"):
+                    votes.add("anthropic")
+                elif kind in ("image_url", "input_audio", "refusal", "file"):
+                    votes.add("openai-chat")
+                elif kind is None and ("toolUse" in block or "toolResult" in block or "text" in block):
+                    votes.add("bedrock-converse")
+        if len(votes) > 1:
+            break
+    return votes

@@ -1,0 +1,103 @@
+"""Tool-call pairing: validation and repair, to each provider's rules.
+
+:func:`validate` lists what a provider would reject; :func:`repair` returns a
+body that it would accept, changing as little as it can and reporting every
+change. Both work on the canonical model, with the provider differences held
+as data in :mod:`toolbudget.pairing.rules`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from .. import wire
+from ..errors import UnknownAPIError
+from ..jsonio import dumps, to_body
+from ..model import Request
+from .check import Violation, check
+from .fix import SYNTHETIC_TEXT, Repair, fix
+from .rules import Rules, rules_for
+
+__all__ = [
+    "SYNTHETIC_TEXT",
+    "Repair",
+    "Repaired",
+    "Violation",
+    "check_request",
+    "repair",
+    "repair_request",
+    "validate",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Repaired:
+    """The outcome of :func:`repair`.
+
+    ``body`` is the caller's own object when nothing needed repair (the same
+    bytes, if bytes were given). ``remaining`` lists violations no repair can
+    fix without losing something the provider signed (a thinking block that is
+    missing cannot be made up), so the caller can decide.
+    """
+
+    body: Any
+    repairs: tuple[Repair, ...]
+    remaining: tuple[Violation, ...] = ()
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.repairs)
+
+
+def check_request(request: Request) -> list[Violation]:
+    """Violations in an already parsed request."""
+    return check(request, rules_for(_api(request)))
+
+
+def repair_request(request: Request, *, close_pending: bool = False) -> tuple[Request, tuple[Repair, ...]]:
+    """A repaired copy of a parsed request (the same object when it is valid)."""
+    rules = rules_for(_api(request))
+    violations = check(request, rules)
+    if not violations and not (close_pending and _has_pending(request, rules)):
+        return request, ()
+    messages, repairs = fix(request, rules, close_pending=close_pending)
+    if not repairs:
+        return request, ()
+    return replace(request, messages=messages), tuple(repairs)
+
+
+def validate(body: Any, api: str | None = None) -> list[Violation]:
+    """Every pairing violation in a request body of ``api`` (told from its shape when ``None``)."""
+    return check_request(wire.parse(body, api))
+
+
+def repair(body: Any, api: str | None = None, *, close_pending: bool = False) -> Repaired:
+    """Repair the pairing of a request body; never mutates it.
+
+    A body given as JSON bytes or text comes back in the same form.
+    """
+    parsed = to_body(body)
+    request = wire.parse(parsed, api)
+    fixed, repairs = repair_request(request, close_pending=close_pending)
+    if fixed is request:
+        return Repaired(body, ())
+    out = wire.render(fixed)
+    remaining = tuple(check_request(fixed))
+    if isinstance(body, (bytes, bytearray, memoryview)):
+        return Repaired(dumps(out), repairs, remaining)
+    if isinstance(body, str):
+        return Repaired(dumps(out).decode(), repairs, remaining)
+    return Repaired(out, repairs, remaining)
+
+
+def _api(request: Request) -> str:
+    if request.api is None:
+        raise UnknownAPIError("this request has no wire API; convert it to one first")
+    return request.api
+
+
+def _has_pending(request: Request, rules: Rules) -> bool:
+    from .check import pending_from
+
+    return pending_from(rules, request.messages) < len(request.messages)

@@ -1,0 +1,550 @@
+"""Repairing pairing, with the fewest changes that make a history valid.
+
+The repair keeps what the agent saw. It never deletes a result that has a call
+(it moves it back next to the call), never touches thinking blocks or their
+signatures, and leaves a trailing call that is still waiting to run alone
+unless asked to close it. What it cannot keep it reports: every change is a
+:class:`Repair` naming its kind, the message index in the input and the call.
+
+Messages a repair does not change are passed through as the very same
+objects, so they render back byte for byte.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from ..model import Message, Part, Request, Text, Thinking, ToolCall, ToolResult
+from .check import USER_SIDE, matches, pending_from
+from .rules import Rules
+
+__all__ = ["SYNTHETIC_TEXT", "Repair", "fix"]
+
+SYNTHETIC_TEXT = (
+    "[toolbudget] This tool call was interrupted before its result was recorded, so its outcome is "
+    "unknown. It may or may not have taken effect: check the current state before running it again."
+)
+
+FIRST_USER_TEXT = "[toolbudget] The conversation before this point is not included."
+
+
+@dataclass(frozen=True, slots=True)
+class Repair:
+    """One change made by :func:`fix`."""
+
+    kind: str
+    index: int
+    call_id: str | None = None
+    detail: str = ""
+
+    def __str__(self) -> str:
+        where = f"message {self.index}"
+        call = f" (call {self.call_id})" if self.call_id else ""
+        detail = f": {self.detail}" if self.detail else ""
+        return f"{self.kind} at {where}{call}{detail}"
+
+
+@dataclass(slots=True)
+class _Entry:
+    """A message being rebuilt, with the index it had in the input."""
+
+    index: int
+    message: Message
+
+
+@dataclass(slots=True)
+class _Claim:
+    """A result and the call it answers."""
+
+    result: ToolResult
+    entry: int  # position of the entry holding the result
+    call_entry: int  # position of the entry holding the call
+    call: ToolCall
+    in_slot: bool
+
+
+def synthetic(call: ToolCall) -> ToolResult:
+    return ToolResult(call.id, (Text(SYNTHETIC_TEXT),), True, call.name)
+
+
+def fix(
+    request: Request, rules: Rules, *, close_pending: bool = False
+) -> tuple[tuple[Message, ...], list[Repair]]:
+    """The repaired messages of ``request`` and the repairs made."""
+    entries = [_Entry(i, m) for i, m in enumerate(request.messages)]
+    repairs: list[Repair] = []
+    if rules.carrier == "items":
+        out = _Items(rules, entries, repairs, request, close_pending).run()
+    else:
+        out = _Turns(rules, entries, repairs, close_pending).run()
+    return tuple(e.message for e in out), repairs
+
+
+class _Turns:
+    """Repair for APIs where a turn's results sit right after the assistant message."""
+
+    def __init__(
+        self, rules: Rules, entries: list[_Entry], repairs: list[Repair], close_pending: bool
+    ) -> None:
+        self.rules = rules
+        self.entries = entries
+        self.repairs = repairs
+        self.close_pending = close_pending
+
+    def note(self, kind: str, index: int, call_id: str | None = None, detail: str = "") -> None:
+        self.repairs.append(Repair(kind, index, call_id, detail))
+
+    def run(self) -> list[_Entry]:
+        self.merge_split_turns()
+        self.drop_duplicate_calls()
+        claims = self.assign()
+        self.rename_duplicate_ids(claims)
+        out = self.rebuild(claims)
+        if self.rules.alternation:
+            out = self.alternate(out)
+        if self.rules.no_mixed_results:
+            out = [self.fold(e) for e in out]
+        return out
+
+    # --- calls -----------------------------------------------------------------------
+
+    def merge_split_turns(self) -> None:
+        """Join an assistant message with calls to the assistant message right after it.
+
+        Two assistant messages in a row can only be valid when the first has no
+        calls; joined, a parallel batch that was split gets its one slot back.
+        """
+        merged: list[_Entry] = []
+        for entry in self.entries:
+            prev = merged[-1] if merged else None
+            if (
+                prev is not None
+                and prev.message.role == "assistant"
+                and entry.message.role == "assistant"
+                and (
+                    _has_calls(prev.message)
+                    or self.rules.alternation
+                    or (self.rules.call_after_user and _has_calls(entry.message))
+                )
+            ):
+                prev.message = Message(
+                    "assistant",
+                    prev.message.parts + entry.message.parts,
+                    prev.message.extra,
+                    prev.message.form,
+                )
+                self.note("merged_messages", entry.index, detail=f"into message {prev.index}")
+                continue
+            merged.append(entry)
+        self.entries = merged
+
+    def drop_duplicate_calls(self) -> None:
+        for entry in self.entries:
+            message = entry.message
+            if message.role != "assistant":
+                continue
+            seen: set[str] = set()
+            keep: list[Part] = []
+            for part in message.parts:
+                if isinstance(part, ToolCall) and part.id is not None:
+                    if part.id in seen:
+                        self.note("removed_duplicate_call", entry.index, part.id)
+                        continue
+                    seen.add(part.id)
+                keep.append(part)
+            if len(keep) != len(message.parts):
+                entry.message = replace(message, parts=tuple(keep))
+
+    def assign(self) -> dict[int, list[_Claim]]:
+        """Give each result to the call it answers; drop duplicates and orphans.
+
+        A result answers the nearest unanswered call before it with its id; a
+        result that comes before its call is moved after it. Returns the claims
+        by the position of the calling message.
+        """
+        rules, entries = self.rules, self.entries
+        calls = [
+            (pos, c)
+            for pos, e in enumerate(entries)
+            if e.message.role == "assistant"
+            for c in e.message.tool_calls()
+        ]
+        taken: set[int] = set()
+        claims: dict[int, list[_Claim]] = {}
+        for pos, entry in enumerate(entries):
+            if entry.message.role not in USER_SIDE:
+                continue
+            for result in entry.message.tool_results():
+                found = None
+                answered_before = False
+                for n in range(len(calls) - 1, -1, -1):
+                    cpos, call = calls[n]
+                    if cpos >= pos or not matches(rules, call, result):
+                        continue
+                    if n in taken:
+                        answered_before = True
+                        continue
+                    found = n
+                    break
+                if found is None and not answered_before:
+                    found = next(
+                        (
+                            n
+                            for n, (cpos, call) in enumerate(calls)
+                            if cpos > pos and n not in taken and matches(rules, call, result)
+                        ),
+                        None,
+                    )
+                if found is None:
+                    kind = "removed_duplicate_result" if answered_before else "removed_orphan_result"
+                    self.note(kind, entry.index, result.call_id)
+                    continue
+                taken.add(found)
+                cpos, call = calls[found]
+                in_slot = self.in_slot(cpos, pos)
+                if not in_slot:
+                    self.note(
+                        "moved_result",
+                        entry.index,
+                        result.call_id,
+                        f"next to its call in message {entries[cpos].index}",
+                    )
+                claims.setdefault(cpos, []).append(_Claim(result, pos, cpos, call, in_slot))
+        return claims
+
+    def in_slot(self, call_pos: int, result_pos: int) -> bool:
+        if self.rules.carrier == "user-message":
+            return result_pos == call_pos + 1
+        return result_pos > call_pos and all(
+            self.entries[p].message.role == "tool" for p in range(call_pos + 1, result_pos + 1)
+        )
+
+    def rename_duplicate_ids(self, claims: dict[int, list[_Claim]]) -> None:
+        """Give a call an id of its own when an earlier turn used its id, or the API refuses it.
+
+        Its result is renamed with it, so the pair stays a pair.
+        """
+        rules = self.rules
+        if not rules.unique_ids and rules.id_pattern is None:
+            return
+        ids = {c.id for e in self.entries for c in e.message.tool_calls() if c.id}
+        seen: set[str] = set()
+        for pos, entry in enumerate(self.entries):
+            if entry.message.role != "assistant":
+                continue
+            renames: dict[int, ToolCall] = {}
+            for call in entry.message.tool_calls():
+                if call.id is None:
+                    continue
+                bad = rules.id_pattern is not None and not rules.id_pattern.match(call.id)
+                if bad or (rules.unique_ids and call.id in seen):
+                    new_id = _fresh_id(_SAFE_CHARS.sub("_", call.id) or "call", ids, first=bad)
+                    ids.add(new_id)
+                    renames[id(call)] = replace(call, id=new_id)
+                    self.note("renamed_call_id", entry.index, call.id, f"to {new_id}")
+                seen.add(call.id)
+            if not renames:
+                continue
+            entry.message = replace(
+                entry.message, parts=tuple(renames.get(id(p), p) for p in entry.message.parts)
+            )
+            for claim in claims.get(pos, []):
+                if id(claim.call) in renames:
+                    claim.call = renames[id(claim.call)]
+                    claim.result = replace(claim.result, call_id=claim.call.id)
+                    claim.in_slot = False  # its bytes changed, so it is rebuilt
+
+    # --- results ---------------------------------------------------------------------
+
+    def slot_results(self, pos: int, claims: list[_Claim], pending: bool) -> list[ToolResult]:
+        """The results that must follow the assistant message at ``pos``, in order."""
+        message = self.entries[pos].message
+        calls = list(message.tool_calls())
+        order = {id(c): n for n, c in enumerate(calls)}
+        stay = [c.result for c in sorted((c for c in claims if c.in_slot), key=lambda c: c.entry)]
+        moved = sorted((c for c in claims if not c.in_slot), key=lambda c: order.get(id(c.call), 0))
+        out = stay + [c.result for c in moved]
+        if pending and not claims and not self.close_pending:
+            return out
+        answered = {id(c.call) for c in claims}
+        for call in calls:
+            if id(call) not in answered:
+                out.append(synthetic(call))
+                kind = "closed_pending_call" if pending else "synthesized_result"
+                self.note(kind, self.entries[pos].index, call.id)
+        return out
+
+    def rebuild(self, claims: dict[int, list[_Claim]]) -> list[_Entry]:
+        entries = self.entries
+        pending = pending_from(self.rules, [e.message for e in entries])
+        keep_in_place = {id(c.result): entries[c.entry] for cs in claims.values() for c in cs if c.in_slot}
+        carried: dict[int, list[ToolResult]] = {}
+        out: list[_Entry] = []
+        for pos, entry in enumerate(entries):
+            message = entry.message
+            if message.role == "assistant":
+                out.append(entry)
+                if not _has_calls(message):
+                    continue
+                results = self.slot_results(pos, claims.get(pos, []), pos >= pending)
+                if not results:
+                    continue
+                if self.rules.carrier == "user-message":
+                    nxt = entries[pos + 1] if pos + 1 < len(entries) else None
+                    if nxt is not None and nxt.message.role in USER_SIDE:
+                        carried[pos + 1] = results
+                    else:
+                        out.append(_Entry(entry.index, Message("user", tuple(results))))
+                else:
+                    for result in results:
+                        out.append(self.tool_message(result, keep_in_place))
+                continue
+            if message.role not in USER_SIDE:
+                out.append(entry)
+                continue
+            if self.rules.carrier == "tool-messages" and message.role == "tool":
+                others = tuple(p for p in message.parts if not isinstance(p, ToolResult))
+                if others:
+                    out.append(_Entry(entry.index, replace(message, parts=others)))
+                continue
+            others = tuple(p for p in message.parts if not isinstance(p, ToolResult))
+            parts = tuple(carried.get(pos, ())) + others
+            if parts == message.parts:
+                out.append(entry)
+            elif parts:
+                out.append(_Entry(entry.index, replace(message, parts=parts)))
+                if pos in carried and self.rules.results_first and _results_after_text(message):
+                    self.note("moved_results_first", entry.index)
+            # a message that held only results that went elsewhere is dropped
+        return out
+
+    @staticmethod
+    def tool_message(result: ToolResult, keep_in_place: dict[int, _Entry]) -> _Entry:
+        """The tool message for ``result``: its own, untouched, when it stays where it was."""
+        entry = keep_in_place.get(id(result))
+        if entry is not None and len(entry.message.parts) == 1:
+            return entry
+        return _Entry(-1, Message("tool", (result,)))
+
+    # --- APIs that demand strict alternation (Bedrock) --------------------------------
+
+    def alternate(self, entries: list[_Entry]) -> list[_Entry]:
+        out: list[_Entry] = []
+        for entry in entries:
+            prev = out[-1] if out else None
+            if prev is not None and _side(prev.message) == _side(entry.message):
+                a, b = prev.message, entry.message
+                parts = a.parts + b.parts
+                if _side(a) == "user":
+                    parts = tuple(p for p in parts if isinstance(p, ToolResult)) + tuple(
+                        p for p in parts if not isinstance(p, ToolResult)
+                    )
+                prev.message = Message(a.role if a.role != "tool" else "user", parts, a.extra, a.form)
+                self.note("merged_messages", entry.index, detail=f"into message {prev.index}")
+                continue
+            out.append(entry)
+        if out and out[0].message.role != "user":
+            out.insert(0, _Entry(-1, Message("user", (Text(FIRST_USER_TEXT),))))
+            self.note("inserted_first_user_message", 0)
+        return out
+
+    def fold(self, entry: _Entry) -> _Entry:
+        """Move text sharing a message with tool results into the last result (Bedrock refuses the mix)."""
+        message = entry.message
+        if message.role not in USER_SIDE:
+            return entry
+        results = [p for p in message.parts if isinstance(p, ToolResult)]
+        others = tuple(p for p in message.parts if not isinstance(p, ToolResult))
+        if not results or not others:
+            return entry
+        last = results[-1]
+        results[-1] = replace(last, content=last.content + others)
+        self.note("folded_into_result", entry.index, last.call_id, f"{len(others)} block(s)")
+        return _Entry(entry.index, replace(message, parts=tuple(results)))
+
+
+class _Items:
+    """Repair for OpenAI Responses, where every call and output is an item of its own."""
+
+    def __init__(
+        self,
+        rules: Rules,
+        entries: list[_Entry],
+        repairs: list[Repair],
+        request: Request,
+        close_pending: bool,
+    ) -> None:
+        self.rules = rules
+        self.entries = entries
+        self.repairs = repairs
+        self.server_state = bool(request.extra.get("previous_response_id"))
+        self.close_pending = close_pending
+
+    def note(self, kind: str, index: int, call_id: str | None = None, detail: str = "") -> None:
+        self.repairs.append(Repair(kind, index, call_id, detail))
+
+    def run(self) -> list[_Entry]:
+        entries = self.entries
+        block = _blocks(entries)
+        # Duplicate calls within one block are dropped; across blocks they are renamed after pairing.
+        first_block: dict[str, int] = {}
+        drop: set[int] = set()
+        for pos, entry in enumerate(entries):
+            for call in entry.message.tool_calls():
+                key = call.id or ""
+                if key in first_block and first_block[key] == block[pos]:
+                    drop.add(pos)
+                    self.note("removed_duplicate_call", entry.index, call.id)
+                first_block.setdefault(key, block[pos])
+        calls = [(pos, c) for pos, e in enumerate(entries) if pos not in drop for c in e.message.tool_calls()]
+        taken: dict[int, int] = {}  # call number -> position of its output
+        insert_after: dict[int, list[tuple[int, _Entry]]] = {}
+        for pos, entry in enumerate(entries):
+            result = next(entry.message.tool_results(), None)
+            if result is None:
+                continue
+            found, answered_before = None, False
+            for n in range(len(calls) - 1, -1, -1):
+                cpos, call = calls[n]
+                if cpos > pos or call.id != result.call_id:
+                    continue
+                if n in taken:
+                    answered_before = True
+                    continue
+                found = n
+                break
+            if found is not None:
+                taken[found] = pos
+                continue
+            if not answered_before:
+                later = next(
+                    (
+                        n
+                        for n, (cpos, c) in enumerate(calls)
+                        if cpos > pos and n not in taken and c.id == result.call_id
+                    ),
+                    None,
+                )
+                if later is not None:
+                    taken[later] = pos
+                    cpos = calls[later][0]
+                    end = _block_end(entries, cpos)
+                    insert_after.setdefault(end, []).append((later, entry))
+                    drop.add(pos)
+                    self.note(
+                        "moved_result",
+                        entry.index,
+                        result.call_id,
+                        f"after its call in item {entries[cpos].index}",
+                    )
+                    continue
+                if self.server_state:
+                    continue
+            drop.add(pos)
+            kind = "removed_duplicate_result" if answered_before else "removed_orphan_result"
+            self.note(kind, entry.index, result.call_id)
+        pending = pending_from(self.rules, [e.message for e in entries])
+        for n, (cpos, call) in enumerate(calls):
+            if n in taken:
+                continue
+            if cpos >= pending and not self.close_pending:
+                continue
+            end = _block_end(entries, cpos)
+            insert_after.setdefault(end, []).append((n, _Entry(-1, Message("tool", (synthetic(call),)))))
+            kind = "closed_pending_call" if cpos >= pending else "synthesized_result"
+            self.note(kind, entries[cpos].index, call.id)
+        out: list[_Entry] = []
+        for pos, entry in enumerate(entries):
+            if pos not in drop:
+                out.append(entry)
+            for _, extra in sorted(insert_after.get(pos, []), key=lambda t: t[0]):
+                out.append(extra)
+        return self.rename(out)
+
+    def rename(self, entries: list[_Entry]) -> list[_Entry]:
+        """Give a call whose id an earlier block used an id of its own, and its output too."""
+        ids = {c.id for e in entries for c in e.message.tool_calls() if c.id}
+        seen: set[str] = set()
+        renamed: dict[str, str] = {}  # pending renames: old id -> new id, for the next output
+        for entry in entries:
+            message = entry.message
+            call = next(message.tool_calls(), None)
+            if call is not None and call.id is not None:
+                if call.id in seen:
+                    new_id = _fresh_id(call.id, ids, first=False)
+                    ids.add(new_id)
+                    renamed[call.id] = new_id
+                    entry.message = replace(
+                        message, parts=tuple(replace(p, id=new_id) if p is call else p for p in message.parts)
+                    )
+                    self.note("renamed_call_id", entry.index, call.id, f"to {new_id}")
+                seen.add(call.id)
+                continue
+            result = next(message.tool_results(), None)
+            if result is not None and result.call_id in renamed:
+                new_id = renamed.pop(result.call_id)
+                entry.message = replace(
+                    message,
+                    parts=tuple(replace(p, call_id=new_id) if p is result else p for p in message.parts),
+                )
+        return entries
+
+
+_SAFE_CHARS = re.compile(r"[^A-Za-z0-9_-]")
+
+
+def _fresh_id(base: str, taken: set[str], *, first: bool) -> str:
+    """``base`` itself when allowed and free, else ``base_2``, ``base_3``..."""
+    if first and base not in taken:
+        return base
+    n = 2
+    while f"{base}_{n}" in taken:
+        n += 1
+    return f"{base}_{n}"
+
+
+def _blocks(entries: Sequence[_Entry]) -> list[int]:
+    """Number each item by the run of non-user items it belongs to."""
+    out: list[int] = []
+    n = 0
+    prev_user = True
+    for entry in entries:
+        user = entry.message.role in ("user", "system")
+        if user or prev_user:
+            n += 1
+        out.append(n)
+        prev_user = user
+    return out
+
+
+def _block_end(entries: Sequence[_Entry], pos: int) -> int:
+    """The last position of the run of call and output items that starts at ``pos``."""
+    end = pos
+    while end + 1 < len(entries) and _call_or_output(entries[end + 1].message):
+        end += 1
+    return end
+
+
+def _call_or_output(message: Message) -> bool:
+    return bool(message.parts) and all(isinstance(p, (ToolCall, ToolResult)) for p in message.parts)
+
+
+def _has_calls(message: Message) -> bool:
+    return any(isinstance(p, ToolCall) for p in message.parts)
+
+
+def _results_after_text(message: Message) -> bool:
+    seen_other = False
+    for part in message.parts:
+        if isinstance(part, ToolResult):
+            if seen_other:
+                return True
+        elif not isinstance(part, Thinking):
+            seen_other = True
+    return False
+
+
+def _side(message: Message) -> str:
+    return "assistant" if message.role == "assistant" else "user"

@@ -1,0 +1,34 @@
+"""Shared test fixtures: where the shared trajectories are, and how to skip without them."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def shared_dir() -> Path:
+    """``../shared`` next to the repository, or ``$TOOLBUDGET_SHARED``."""
+    env = os.environ.get("TOOLBUDGET_SHARED")
+    return Path(env) if env else REPO.parent / "shared"
+
+
+def trajectories_dir() -> Path:
+    return shared_dir() / "data" / "trajectories"
+
+
+SKIP_REASON = (
+    "../shared/data/trajectories is absent (a fresh clone has no shared data); "
+    "set TOOLBUDGET_SHARED to the shared folder to run these tests"
+)
+
+
+@pytest.fixture(scope="session")
+def trajectories() -> Path:
+    path = trajectories_dir()
+    if not (path / "manifest.json").is_file():
+        pytest.skip(SKIP_REASON)
+    return path
