@@ -54,6 +54,8 @@ def opt_str(value: Any, location: str) -> str | None:
 
 def rest(wire: Mapping[str, Any], modelled: frozenset[str]) -> Mapping[str, Any]:
     """The fields of ``wire`` we do not model, in their original order."""
+    if wire.keys() <= modelled:  # the usual case, checked in C
+        return EMPTY
     extra = {k: v for k, v in wire.items() if k not in modelled}
     return frozen_mapping(extra) if extra else EMPTY
 
@@ -200,3 +202,146 @@ def safe_ids(messages: Sequence[Message]) -> list[Message]:
         return p
 
     return [replace(m, parts=tuple(fix(p) for p in m.parts)) for m in messages]
+
+
+# --- helpers for the OpenAI, Gemini and Bedrock modules ----------------------------------
+
+
+def rest_with(
+    wire: Mapping[str, Any],
+    modelled: frozenset[str],
+    key: str,
+    inner: Mapping[str, Any],
+    inner_modelled: frozenset[str],
+) -> Mapping[str, Any]:
+    """``rest(wire, modelled)`` plus the unmodelled fields of the nested object ``wire[key]``.
+
+    Those are kept under ``key`` itself: ``key`` is a modelled field, so it can
+    never clash with a top-level extra, and :func:`unnest` finds them there.
+    """
+    extra = {k: v for k, v in wire.items() if k not in modelled}
+    inner_extra = {k: v for k, v in inner.items() if k not in inner_modelled}
+    if inner_extra:
+        extra[key] = inner_extra
+    return frozen_mapping(extra) if extra else EMPTY
+
+
+def unnest(extra: Mapping[str, Any], key: str, inner: dict[str, Any]) -> dict[str, Any]:
+    """``inner`` with the fields :func:`rest_with` kept under ``key`` added back."""
+    kept = extra.get(key)
+    if isinstance(kept, Mapping):
+        for k, v in kept.items():
+            inner.setdefault(k, v)
+    return inner
+
+
+def parse_arguments(text: str) -> tuple[Any, bool]:
+    """The value of a call's JSON argument text, and whether it parsed at all."""
+    try:
+        return orjson.loads(text), True
+    except orjson.JSONDecodeError:
+        return None, False
+
+
+def arguments_text(call: ToolCall) -> str:
+    """A call's arguments as JSON text: the exact wire text when there is one.
+
+    A value that is not an object (a custom tool's free text, say) is wrapped
+    as ``{"input": ...}``, since function-calling APIs want an object.
+    """
+    if call.arguments_json is not None:
+        return call.arguments_json
+    arguments = call.arguments
+    if arguments is None:
+        arguments = {}
+    elif not isinstance(arguments, dict):
+        arguments = {"input": arguments}
+    return orjson.dumps(arguments).decode()
+
+
+def data_url_type(url: str) -> str | None:
+    """The media type of a ``data:`` URL, read from its header only (the payload is never copied)."""
+    if not url.startswith("data:"):
+        return None
+    end = url.find(",", 5, 300)
+    if end < 0:
+        return None
+    media_type = url[5:end].split(";", 1)[0]
+    return media_type or None
+
+
+def split_data_url(url: str) -> tuple[str, str] | None:
+    """``(media_type, base64 data)`` of a base64 ``data:`` URL, for wires that want the two apart."""
+    if not url.startswith("data:"):
+        return None
+    end = url.find(",", 5, 300)
+    if end < 0 or not url[5:end].endswith(";base64"):
+        return None
+    media_type = url[5:end].split(";", 1)[0] or "application/octet-stream"
+    return media_type, url[end + 1 :]
+
+
+def fill_call_ids(messages: Sequence[Message]) -> list[Message]:
+    """Give every call an id, and every result the id of the call it answers.
+
+    Gemini may leave ids out (its results match their calls by name and
+    order); the other APIs pair by id alone. A result without an id answers
+    the earliest open call of the same name before it (any open call when the
+    result has no name either). New ids come from the call's position, so a
+    history always gets the same ones, and never collide with ids present.
+    """
+    if all(
+        (p.id if isinstance(p, ToolCall) else p.call_id)
+        for m in messages
+        for p in m.parts
+        if isinstance(p, (ToolCall, ToolResult))
+    ):
+        return list(messages)
+    taken = {p.id for m in messages for p in m.parts if isinstance(p, ToolCall) and p.id}
+    taken |= {p.call_id for m in messages for p in m.parts if isinstance(p, ToolResult) and p.call_id}
+    open_calls: list[ToolCall] = []
+    out: list[Message] = []
+    for i, message in enumerate(messages):
+        parts: list[Part] = []
+        changed = False
+        for j, part in enumerate(message.parts):
+            if isinstance(part, ToolCall):
+                if not part.id:
+                    new, n = f"call_{i}_{j}", 1
+                    while new in taken:
+                        n += 1
+                        new = f"call_{i}_{j}_{n}"
+                    taken.add(new)
+                    part, changed = replace(part, id=new), True
+                open_calls.append(part)
+            elif isinstance(part, ToolResult):
+                if part.call_id:
+                    open_calls = [c for c in open_calls if c.id != part.call_id]
+                else:
+                    match = next(
+                        (c for c in open_calls if part.name is None or c.name == part.name),
+                        None,
+                    )
+                    if match is not None:
+                        open_calls.remove(match)
+                        part, changed = replace(part, call_id=match.id), True
+            parts.append(part)
+        out.append(replace(message, parts=tuple(parts)) if changed else message)
+    return out
+
+
+RECONSTRUCTED_TOOL = "Definition not supplied with this history; reconstructed from the calls it holds."
+
+
+def tools_for_calls(messages: Iterable[Message]) -> tuple[ToolDef, ...]:
+    """Placeholder definitions for the tools a history calls, in order of first use.
+
+    Anthropic and Bedrock refuse a history with tool blocks but no tools. The
+    schema accepts any object: nothing is known of the real one.
+    """
+    names: dict[str, None] = {}
+    for message in messages:
+        for part in message.parts:
+            if isinstance(part, ToolCall) and part.name:
+                names.setdefault(part.name)
+    return tuple(ToolDef(name, RECONSTRUCTED_TOOL, {"type": "object"}) for name in names)

@@ -32,12 +32,14 @@ from ._common import (
     expect_dict,
     expect_list,
     expect_str,
+    fill_call_ids,
     merge_runs,
     neutral,
     rest,
     results_first,
     reused,
     safe_ids,
+    tools_for_calls,
     unknown,
     with_extra,
 )
@@ -118,7 +120,8 @@ def parse(body: Any) -> Request:
 
 def _parse_message(raw: Any, loc: str) -> Message:
     wire = expect_dict(raw, loc)
-    role = _ROLES.get(wire.get("role"))  # type: ignore[arg-type]
+    raw_role = wire.get("role")
+    role = _ROLES.get(raw_role) if isinstance(raw_role, str) else None
     if role is None:
         raise unknown("role", wire.get("role"), f"{loc}.role", _ROLES)
     if "content" not in wire:
@@ -192,6 +195,7 @@ def _parse_result(wire: dict[str, Any], loc: str) -> ToolResult:
     else:
         blocks = expect_list(content, f"{loc}.content")
         parts = tuple(_parse_block(b, f"{loc}.content.{j}") for j, b in enumerate(blocks))
+        form.append("content:list")
     is_error = wire.get("is_error")
     if "is_error" in wire:
         form.append("is_error")
@@ -323,9 +327,8 @@ def _render_result(part: ToolResult) -> Any:
     content = part.content
     if not content and ("content:absent" in part.form or not part.form):
         pass
-    elif "content:str" in part.form and len(content) == 1 and _plain_text(content[0]):
-        out["content"] = content[0].text  # type: ignore[union-attr]
-    elif len(content) == 1 and _plain_text(content[0]) and not part.form and not part.origin:
+    elif len(content) == 1 and _plain_text(content[0]) and "content:list" not in part.form:
+        # A string unless the wire said list: the plainest form for new results.
         out["content"] = content[0].text  # type: ignore[union-attr]
     else:
         out["content"] = [_render_block(p) for p in content]
@@ -360,7 +363,7 @@ def adapt(request: Request) -> Request:
     system = list(request.system)
     messages: list[Message] = []
     leading = True
-    for message in request.messages:
+    for message in fill_call_ids(request.messages):
         if message.role == "system" and leading:
             system.extend(p for p in message.parts if isinstance(p, Text))
             continue
@@ -372,7 +375,8 @@ def adapt(request: Request) -> Request:
         messages.append(Message(role, parts))
     messages = [results_first(m) for m in merge_runs(messages, lambda m: m.role)]
     messages = safe_ids(messages)
-    return Request(API, tuple(messages), tuple(system), request.tools, request.extra)
+    tools = request.tools or tools_for_calls(messages)
+    return Request(API, tuple(messages), tuple(system), tools, request.extra)
 
 
 def _keep(part: Part) -> bool:

@@ -1,0 +1,588 @@
+"""Gemini ``generateContent``: ``contents`` of parts, ``systemInstruction``, ``tools``.
+
+A model turn's ``functionCall`` parts are answered by ``functionResponse``
+parts in the next turn (role ``user``; some SDKs write ``function`` or
+``tool``), matched by ``id`` where there is one and otherwise by name and
+order. Ids are optional, so calls and results here may have ``None`` ids.
+
+The REST API accepts both camelCase and snake_case field names. Both are
+read, and every object goes back in the spelling it came in (a ``snake``
+form hint); converted requests are written in camelCase.
+
+``thoughtSignature`` may sit on any part and must go back unchanged; it is
+carried in the part's ``extra`` like every other part-level field we do not
+model (``partMetadata``, ``videoMetadata``...), in its own spelling.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import replace
+from typing import Any
+
+from ..errors import ShapeError
+from ..jsonio import to_body
+from ..model import (
+    Data,
+    Media,
+    Message,
+    Opaque,
+    Part,
+    Request,
+    Role,
+    Text,
+    Thinking,
+    ToolCall,
+    ToolDef,
+    ToolResult,
+    frozen_mapping,
+    set_origin,
+    text_of,
+)
+from ._common import (
+    dumps_text,
+    expect_dict,
+    expect_list,
+    expect_str,
+    merge_runs,
+    neutral,
+    rest,
+    rest_with,
+    results_first,
+    reused,
+    split_data_url,
+    unknown,
+    unnest,
+    with_extra,
+)
+
+__all__ = ["API", "SKIP_SIGNATURE", "adapt", "parse", "render"]
+
+API = "gemini"
+
+SKIP_SIGNATURE = "skip_thought_signature_validator"
+"""The documented stand-in signature for calls from histories built elsewhere."""
+
+_ROLES: dict[str, Role] = {"user": "user", "model": "assistant", "function": "tool", "tool": "tool"}
+
+# A part's data field, in either spelling -> (camelCase name, spelt in snake_case?).
+_DATA_FIELDS = (
+    "text",
+    "inlineData",
+    "fileData",
+    "functionCall",
+    "functionResponse",
+    "executableCode",
+    "codeExecutionResult",
+    "toolCall",
+    "toolResponse",
+)
+
+
+def _snake(name: str) -> str:
+    return "".join(f"_{c.lower()}" if c.isupper() else c for c in name)
+
+
+_SPELLINGS: dict[str, tuple[str, bool]] = {
+    **{name: (name, False) for name in _DATA_FIELDS},
+    **{_snake(name): (name, True) for name in _DATA_FIELDS if _snake(name) != name},
+}
+_OPAQUE_FIELDS = frozenset({"executableCode", "codeExecutionResult", "toolCall", "toolResponse"})
+
+_K_CONTENT = frozenset({"role", "parts"})
+_K_PARTS = frozenset({"parts"})
+_K_TEXT = frozenset({"text"})
+_K_THOUGHT = frozenset({"text", "thought"})
+_K_CALL = frozenset({"name", "args", "id"})
+_K_CALL_NO_ID = frozenset({"name", "args"})
+_K_RESPONSE = frozenset({"name", "response", "id"})
+_K_RESPONSE_NO_ID = frozenset({"name", "response"})
+_K_DECL = frozenset({"name", "description"})
+_SCHEMA_KEYS = ("parameters", "parametersJsonSchema", "parameters_json_schema")
+_SIGNATURE_KEYS = ("thoughtSignature", "thought_signature")
+# Portable request fields: sampling goes in generationConfig; the model and streaming are in the URL.
+_SAMPLING = {"temperature": "temperature", "top_p": "topP"}
+_URL_FIELDS = ("model", "stream")
+
+
+def _spell(camel: str, snake: bool) -> str:
+    return _snake(camel) if snake else camel
+
+
+# --- parse ---------------------------------------------------------------------------
+
+
+def parse(body: Any) -> Request:
+    """Read a ``generateContent`` request body into a :class:`Request`."""
+    wire = to_body(body)
+    if "contents" not in wire:
+        raise ShapeError("a Gemini generateContent body needs a `contents` array")
+    messages = tuple(
+        _parse_content(c, f"contents.{i}") for i, c in enumerate(expect_list(wire["contents"], "contents"))
+    )
+    modelled = {"contents"}
+    form: list[str] = []
+    system: tuple[Part, ...] = ()
+    nested: tuple[str, dict[str, Any]] | None = None
+    key = "systemInstruction" if "systemInstruction" in wire else "system_instruction"
+    if key in wire:
+        modelled.add(key)
+        form.append("system:snake" if key == "system_instruction" else "system")
+        raw = wire[key]
+        if isinstance(raw, str):  # the JS SDKs accept a bare string
+            system = (Text(raw),)
+            form.append("system:str")
+        else:
+            content = expect_dict(raw, key)
+            parts = expect_list(content.get("parts"), f"{key}.parts")
+            system = tuple(_parse_part(p, f"{key}.parts.{j}") for j, p in enumerate(parts))
+            nested = (key, content)
+    tools: tuple[ToolDef, ...] = ()
+    if "tools" in wire:
+        modelled.add("tools")
+        form.append("tools")
+        tools = _parse_tools(expect_list(wire["tools"], "tools"))
+    if nested is not None:
+        extra = rest_with(wire, frozenset(modelled), nested[0], nested[1], _K_PARTS)
+    else:
+        extra = rest(wire, frozenset(modelled))
+    request = Request(API, messages, system, tools, extra, tuple(form))
+    return set_origin(request, API, wire)
+
+
+def _parse_content(raw: Any, loc: str) -> Message:
+    wire = expect_dict(raw, loc)
+    form: list[str] = []
+    if "role" in wire:
+        wire_role = wire["role"]
+        role = _ROLES.get(wire_role) if isinstance(wire_role, str) else None
+        if role is None:
+            raise unknown("role", wire_role, f"{loc}.role", _ROLES)
+        if role == "tool":
+            form.append(f"role:{wire_role}")
+    else:
+        role = "user"  # the API reads a missing role as the user's
+        form.append("role:absent")
+    if "parts" in wire:
+        items = expect_list(wire["parts"], f"{loc}.parts")
+        parts = tuple(_parse_part(p, f"{loc}.parts.{j}") for j, p in enumerate(items))
+    else:
+        parts = ()
+        form.append("parts:absent")
+    return set_origin(Message(role, parts, rest(wire, _K_CONTENT), tuple(form)), API, wire)
+
+
+def _parse_part(raw: Any, loc: str) -> Part:
+    wire = expect_dict(raw, loc)
+    for key in wire:
+        found = _SPELLINGS.get(key)
+        if found is not None:
+            break
+    else:
+        shown = next(iter(wire), None)
+        raise unknown("part field", shown, loc, _DATA_FIELDS)
+    field, snake = found
+    form: tuple[str, ...] = ("snake",) if snake else ()
+    value = wire[key]
+    part: Part
+    if field == "text":
+        text = expect_str(value, f"{loc}.text")
+        if wire.get("thought") is True:
+            part = Thinking(text, extra=rest(wire, _K_THOUGHT))
+        else:
+            part = Text(text, rest(wire, _K_TEXT))
+    elif field in ("inlineData", "fileData"):
+        part = _parse_media(field, key, wire, loc)
+    elif field == "functionCall":
+        part = _parse_call(key, wire, expect_dict(value, f"{loc}.{key}"), form, loc)
+    elif field == "functionResponse":
+        part = _parse_response(key, wire, expect_dict(value, f"{loc}.{key}"), form, loc)
+    else:
+        part = Opaque(field, wire)
+    return set_origin(part, API, wire)
+
+
+def _parse_media(field: str, key: str, wire: dict[str, Any], loc: str) -> Media:
+    inner = expect_dict(wire[key], f"{loc}.{key}")
+    snake = key != field
+    # The field name is always a hint: converted media (no hint) may pick either field.
+    form = [field, "snake"] if snake else [field]
+    modelled = set()
+    mime_key = _nested_key(inner, "mimeType", snake, form)
+    media_type = inner.get(mime_key)
+    if isinstance(media_type, str):
+        modelled.add(mime_key)
+    else:
+        media_type = None
+        form.append("mimeType:absent")
+    data: str | None = None
+    url: str | None = None
+    if field == "inlineData":
+        data = expect_str(inner.get("data"), f"{loc}.{key}.data")
+        modelled.add("data")
+    else:
+        uri_key = _nested_key(inner, "fileUri", snake, form)
+        url = expect_str(inner.get(uri_key), f"{loc}.{key}.{uri_key}")
+        modelled.add(uri_key)
+    extra = rest_with(wire, frozenset({key}), key, inner, frozenset(modelled))
+    return Media(_kind(media_type), media_type, data, url, extra, tuple(form))
+
+
+def _nested_key(inner: dict[str, Any], camel: str, snake: bool, form: list[str]) -> str:
+    """The spelling ``inner`` uses for ``camel``; notes it when it differs from the part's own."""
+    preferred, other = (_snake(camel), camel) if snake else (camel, _snake(camel))
+    if preferred not in inner and other in inner:
+        form.append(f"{camel}:{'camel' if snake else 'snake'}")
+        return other
+    return preferred
+
+
+def _kind(media_type: str | None) -> str:
+    head = (media_type or "").partition("/")[0]
+    return head if head in ("image", "audio", "video") else "document"
+
+
+def _parse_call(
+    key: str, wire: dict[str, Any], inner: dict[str, Any], form: tuple[str, ...], loc: str
+) -> ToolCall:
+    name = expect_str(inner.get("name"), f"{loc}.{key}.name")
+    if "args" in inner:
+        arguments = expect_dict(inner["args"], f"{loc}.{key}.args")
+    else:
+        arguments, form = {}, (*form, "args:absent")
+    call_id = inner.get("id")
+    if isinstance(call_id, str):
+        extra = rest_with(wire, frozenset({key}), key, inner, _K_CALL)
+    else:
+        call_id, extra = None, rest_with(wire, frozenset({key}), key, inner, _K_CALL_NO_ID)
+    return ToolCall(call_id, name, arguments, extra=extra, form=form)
+
+
+def _parse_response(
+    key: str, wire: dict[str, Any], inner: dict[str, Any], form: tuple[str, ...], loc: str
+) -> ToolResult:
+    """A ``functionResponse``. The plain ``{"output": text}`` and ``{"error": text}`` objects
+    read as text, so budgets and previews see text; any other object is data."""
+    name = expect_str(inner.get("name"), f"{loc}.{key}.name")
+    is_error = False
+    content: tuple[Part, ...]
+    if "response" not in inner:
+        content, form = (), (*form, "response:absent")
+    else:
+        response = expect_dict(inner["response"], f"{loc}.{key}.response")
+        only = next(iter(response.items())) if len(response) == 1 else None
+        if only is not None and only[0] == "output" and isinstance(only[1], str):
+            content, form = (Text(only[1]),), (*form, "response:output")
+        elif only is not None and only[0] == "error" and isinstance(only[1], str):
+            content, form, is_error = (Text(only[1]),), (*form, "response:error"), True
+        else:
+            content, form = (Data(response),), (*form, "response:data")
+    call_id = inner.get("id")
+    if isinstance(call_id, str):
+        extra = rest_with(wire, frozenset({key}), key, inner, _K_RESPONSE)
+    else:
+        call_id, extra = None, rest_with(wire, frozenset({key}), key, inner, _K_RESPONSE_NO_ID)
+    return ToolResult(call_id, content, is_error, name, extra, form)
+
+
+def _parse_tools(entries: list[Any]) -> tuple[ToolDef, ...]:
+    """Function declarations become one ``ToolDef`` each, remembering which entry held them.
+
+    An entry that holds anything besides a non-empty declaration list is
+    carried whole, so the grouping always goes back exactly.
+    """
+    tools: list[ToolDef] = []
+    for i, raw in enumerate(entries):
+        loc = f"tools.{i}"
+        entry = expect_dict(raw, loc)
+        key = next(iter(entry), "") if len(entry) == 1 else ""
+        declarations = entry.get(key)
+        if key in ("functionDeclarations", "function_declarations") and declarations:
+            snake = key == "function_declarations"
+            for j, raw_decl in enumerate(expect_list(declarations, f"{loc}.{key}")):
+                tools.append(_parse_declaration(raw_decl, f"{loc}.{key}.{j}", i, snake))
+        else:
+            name = key or next(iter(entry), "tool")
+            tool = ToolDef(name, kind=name, extra=frozen_mapping(entry), form=("entry",))
+            tools.append(set_origin(tool, API, entry))
+    return tuple(tools)
+
+
+def _parse_declaration(raw: Any, loc: str, group: int, snake: bool) -> ToolDef:
+    wire = expect_dict(raw, loc)
+    form = [f"group:{group}"]
+    if snake:
+        form.append("snake")
+    modelled = set(_K_DECL)
+    if "description" in wire:
+        form.append("description")
+    parameters = None
+    schema_key = next((k for k in _SCHEMA_KEYS if k in wire), None)
+    if schema_key is not None:
+        parameters = wire[schema_key]
+        modelled.add(schema_key)
+        form.append(f"schema:{schema_key}")
+    name = expect_str(wire.get("name"), f"{loc}.name")
+    tool = ToolDef(
+        name, wire.get("description"), parameters, "function", rest(wire, frozenset(modelled)), tuple(form)
+    )
+    return set_origin(tool, API, wire)
+
+
+# --- render --------------------------------------------------------------------------
+
+
+def render(request: Request) -> dict[str, Any]:
+    """Write a :class:`Request` as a ``generateContent`` body (converting it if it came from elsewhere)."""
+    if request.api != API:
+        request = adapt(request)
+    wire = reused(request, API)
+    if wire is not None:
+        return wire  # type: ignore[no-any-return]
+    body = dict(request.extra)
+    form = request.form
+    if "url_fields" in form:
+        for key in _URL_FIELDS:  # kept for the caller, who puts them in the URL
+            body.pop(key, None)
+    if request.system or "system" in form or "system:snake" in form:
+        key = "system_instruction" if "system:snake" in form else "systemInstruction"
+        system = request.system
+        if "system:str" in form and len(system) == 1 and _plain_text(system[0]):
+            body[key] = system[0].text  # type: ignore[union-attr]
+        else:
+            body[key] = unnest(request.extra, key, {"parts": [_render_part(p) for p in system]})
+    body["contents"] = [_render_content(m) for m in request.messages]
+    if request.tools or "tools" in form:
+        body["tools"] = _render_tools(request.tools)
+    return body
+
+
+def _plain_text(part: Part) -> bool:
+    return isinstance(part, Text) and not part.extra and not part.form
+
+
+def _render_content(message: Message) -> Any:
+    wire = reused(message, API)
+    if wire is not None:
+        return wire
+    form = message.form
+    out: dict[str, Any] = {}
+    role = message.role
+    if role == "assistant":
+        out["role"] = "model"
+    elif role == "tool" and "role:function" in form:
+        out["role"] = "function"
+    elif role == "tool" and "role:tool" in form:
+        out["role"] = "tool"
+    elif "role:absent" not in form or role != "user":
+        out["role"] = "user"
+    if message.parts or "parts:absent" not in form:
+        out["parts"] = [_render_part(p) for p in message.parts]
+    return with_extra(out, message.extra)
+
+
+def _render_part(part: Part) -> Any:
+    wire = reused(part, API)
+    if wire is not None:
+        return wire
+    if isinstance(part, Text):
+        return with_extra({"text": part.text}, part.extra)
+    if isinstance(part, Thinking):
+        return with_extra({"text": part.text or "", "thought": True}, part.extra)
+    if isinstance(part, ToolCall):
+        return _render_call(part)
+    if isinstance(part, ToolResult):
+        return _render_response(part)
+    if isinstance(part, Media):
+        return _render_media(part)
+    if isinstance(part, Data):
+        return {"text": dumps_text(part.value)}
+    if isinstance(part, Opaque):
+        return part.value
+    raise AssertionError(part)
+
+
+def _render_call(part: ToolCall) -> Any:
+    snake = "snake" in part.form
+    inner: dict[str, Any] = {"name": part.name}
+    arguments = part.arguments
+    if arguments is None and part.arguments_json is not None:
+        arguments = {"input": part.arguments_json}  # text that never parsed, kept readable
+    elif arguments is not None and not isinstance(arguments, dict):
+        arguments = {"input": arguments}  # `args` is an object
+    if not ("args:absent" in part.form and not arguments):
+        inner["args"] = arguments if arguments is not None else {}
+    if part.id is not None:
+        inner["id"] = part.id
+    key = _spell("functionCall", snake)
+    return with_extra({key: unnest(part.extra, key, inner)}, part.extra)
+
+
+def _render_response(part: ToolResult) -> Any:
+    snake = "snake" in part.form
+    key = _spell("functionResponse", snake)
+    inner: dict[str, Any] = {"name": part.name or ""}
+    content = part.content
+    if content or "response:absent" not in part.form:
+        inner["response"] = _response_object(part)
+    media = [_render_media(p) for p in content if isinstance(p, Media)]
+    if media:
+        # Gemini 3 takes images and files in a result as the response's own parts.
+        inner["parts"] = media
+    if part.call_id is not None:
+        inner["id"] = part.call_id
+    return with_extra({key: unnest(part.extra, key, inner)}, part.extra)
+
+
+def _response_object(part: ToolResult) -> dict[str, Any]:
+    content = part.content
+    label = "error" if part.is_error else "output"
+    if len(content) == 1 and isinstance(content[0], Text):
+        return {label: content[0].text}
+    if len(content) == 1 and isinstance(content[0], Data) and not part.is_error:
+        value = content[0].value
+        return value if isinstance(value, dict) else {"output": value}
+    chunks = [
+        p.text if isinstance(p, Text) else dumps_text(p.value) if isinstance(p, Data) else text_of((p,))
+        for p in content
+        if not isinstance(p, Media)
+    ]
+    return {label: "\n".join(c for c in chunks if c)}
+
+
+def _render_media(part: Media) -> Any:
+    form = part.form
+    snake = "snake" in form
+    media_type = part.media_type
+    data = part.data
+    url = part.url
+    if data is None and url is not None and "fileData" not in form:
+        split = split_data_url(url)  # a data URL from the OpenAI APIs travels inline here
+        if split is not None:
+            media_type, data = split
+    inner: dict[str, Any] = {}
+    if media_type is not None:
+        inner[_nested_spelling("mimeType", snake, form)] = media_type
+    elif "mimeType:absent" not in form:
+        inner["mimeType"] = "application/octet-stream"  # required on both fields
+    if data is not None and "fileData" not in form:
+        key = _spell("inlineData", snake)
+        inner["data"] = data
+    elif url is not None:
+        key = _spell("fileData", snake)
+        inner[_nested_spelling("fileUri", snake, form)] = url
+    else:
+        return {"text": f"[{part.kind} not carried]"}
+    return with_extra({key: unnest(part.extra, key, inner)}, part.extra)
+
+
+def _nested_spelling(camel: str, snake: bool, form: tuple[str, ...]) -> str:
+    if f"{camel}:snake" in form:
+        return _snake(camel)
+    if f"{camel}:camel" in form:
+        return camel
+    return _spell(camel, snake)
+
+
+def _render_tools(tools: Sequence[ToolDef]) -> list[Any]:
+    """Declarations go back into the entry they came from; converted ones share one entry."""
+    out: list[Any] = []
+    group: str | None = None
+    declarations: list[Any] = []
+    for tool in tools:
+        if tool.kind != "function":
+            out.append(reused(tool, API) or _render_entry(tool))
+            group = None
+            continue
+        tool_group = next((f for f in tool.form if f.startswith("group:")), "")
+        if group != tool_group:
+            declarations = []
+            out.append({_spell("functionDeclarations", "snake" in tool.form): declarations})
+            group = tool_group
+        declarations.append(reused(tool, API) or _render_declaration(tool))
+    return out
+
+
+def _render_entry(tool: ToolDef) -> Any:
+    # Parsed entries are carried whole; one built by hand names its kind.
+    return dict(tool.extra) if tool.extra or "entry" in tool.form else {tool.kind: {}}
+
+
+def _render_declaration(tool: ToolDef) -> Any:
+    out: dict[str, Any] = {"name": tool.name}
+    if tool.description is not None or "description" in tool.form:
+        out["description"] = tool.description
+    schema_key = next((f[7:] for f in tool.form if f.startswith("schema:")), None)
+    if schema_key is not None:
+        out[schema_key] = tool.parameters
+    elif tool.parameters is not None:
+        # JSON Schema from other APIs: `parameters` takes only an OpenAPI subset.
+        out["parametersJsonSchema"] = tool.parameters
+    return with_extra(out, tool.extra)
+
+
+# --- converting from another API -----------------------------------------------------
+
+
+def adapt(request: Request) -> Request:
+    """Lay out a request from another API (or a transcript) the way this API wants it.
+
+    Turns alternate: neighbouring turns of one side merge, so all the results
+    answering a model turn land in the one user turn after it (Gemini wants
+    as many response parts there as there were calls), results first. Every
+    result carries its call's name, and the first call of each model turn
+    gets the documented stand-in signature when it has none. Reasoning from
+    elsewhere is dropped: Gemini does not take thought text back, only
+    signatures, and those never carry over between providers.
+
+    Sampling settings move into ``generationConfig``. ``model`` and ``stream``
+    stay in ``extra`` for the caller (``Request.model`` still answers) but are
+    not written into the body: on this API they are part of the URL.
+    """
+    request = neutral(request)
+    system = [p for p in request.system if isinstance(p, Text)]
+    contents: list[Message] = []
+    leading = True
+    for message in request.messages:
+        if message.role == "system" and leading:
+            system.extend(p for p in message.parts if isinstance(p, Text))
+            continue
+        leading = False
+        parts = tuple(p for p in message.parts if not isinstance(p, Thinking))
+        if parts:
+            contents.append(Message("assistant" if message.role == "assistant" else "user", parts))
+    contents = [results_first(m) for m in merge_runs(contents, lambda m: m.role)]
+    contents = _sign_calls(_name_results(contents))
+    extra = dict(request.extra)
+    config = {theirs: extra.pop(ours) for ours, theirs in _SAMPLING.items() if ours in extra}
+    if config:
+        extra["generationConfig"] = config
+    return Request(API, tuple(contents), tuple(system), request.tools, frozen_mapping(extra), ("url_fields",))
+
+
+def _name_results(contents: list[Message]) -> list[Message]:
+    names = {p.id: p.name for m in contents for p in m.parts if isinstance(p, ToolCall) and p.id}
+    if not any(isinstance(p, ToolResult) and p.name is None for m in contents for p in m.parts):
+        return contents
+
+    def named(p: Part) -> Part:
+        if isinstance(p, ToolResult) and p.name is None:
+            return replace(p, name=names.get(p.call_id or "", ""))
+        return p
+
+    return [replace(m, parts=tuple(named(p) for p in m.parts)) for m in contents]
+
+
+def _sign_calls(contents: Iterable[Message]) -> list[Message]:
+    out: list[Message] = []
+    for message in contents:
+        first = next(message.tool_calls(), None)
+        if message.role == "assistant" and first is not None and not _signed(message.parts):
+            signed = replace(first, extra=frozen_mapping({**first.extra, "thoughtSignature": SKIP_SIGNATURE}))
+            message = replace(message, parts=tuple(signed if p is first else p for p in message.parts))
+        out.append(message)
+    return out
+
+
+def _signed(parts: Iterable[Part]) -> bool:
+    return any(isinstance(p, ToolCall) and any(k in p.extra for k in _SIGNATURE_KEYS) for p in parts)

@@ -1,0 +1,572 @@
+"""OpenAI Responses API: ``instructions``, ``input`` (a string or a list of items), ``tools``.
+
+Every input item becomes exactly one canonical message, so a canonical index
+is the ``input.N`` the API names in its errors: a ``function_call`` item is an
+assistant message holding one ``ToolCall``, a ``function_call_output`` a
+``tool`` message holding one ``ToolResult``, a ``reasoning`` item an assistant
+message holding one ``Thinking``. The item *is* its part, so the item's own
+fields (``id``, ``status``...) live in the part's ``extra``.
+
+Items for hosted and built-in tools (web search, computer use, shells, MCP,
+compaction...) are carried as :class:`~toolbudget.model.Opaque`, in a message
+whose role says who produced them. ``previous_response_id`` stays in
+``Request.extra``: a call whose output is missing may be answered on the
+server side through it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import ShapeError
+from ..jsonio import to_body
+from ..model import (
+    Data,
+    Media,
+    Message,
+    Opaque,
+    Part,
+    Request,
+    Role,
+    Text,
+    Thinking,
+    ToolCall,
+    ToolDef,
+    ToolResult,
+    set_origin,
+    text_of,
+)
+from ._common import (
+    arguments_text,
+    data_url_type,
+    dumps_text,
+    expect_dict,
+    expect_list,
+    expect_str,
+    fill_call_ids,
+    neutral,
+    parse_arguments,
+    rest,
+    reused,
+    unknown,
+    with_extra,
+)
+
+__all__ = ["API", "adapt", "parse", "render"]
+
+API = "openai-responses"
+
+_ROLES: dict[str, Role] = {
+    "user": "user",
+    "assistant": "assistant",
+    "system": "system",
+    "developer": "system",
+}
+
+# Items we carry without modelling, by the canonical role of whoever produced them.
+_OPAQUE_ROLES: dict[str, Role] = {
+    **dict.fromkeys(
+        (
+            "file_search_call",
+            "web_search_call",
+            "computer_call",
+            "code_interpreter_call",
+            "image_generation_call",
+            "local_shell_call",
+            "shell_call",
+            "apply_patch_call",
+            "tool_search_call",
+            "mcp_list_tools",
+            "mcp_approval_request",
+            "mcp_call",
+            "compaction",
+            "program",
+            "item_reference",
+        ),
+        "assistant",
+    ),
+    **dict.fromkeys(
+        (
+            "computer_call_output",
+            "local_shell_call_output",
+            "shell_call_output",
+            "apply_patch_call_output",
+            "tool_search_output",
+            "mcp_approval_response",
+            "program_output",
+        ),
+        "tool",
+    ),
+    **dict.fromkeys(("additional_tools", "configuration_update", "compaction_trigger"), "system"),
+}
+_MODELLED_ITEMS = frozenset(
+    {
+        "message",
+        "function_call",
+        "function_call_output",
+        "custom_tool_call",
+        "custom_tool_call_output",
+        "reasoning",
+    }
+)
+ITEM_TYPES = _MODELLED_ITEMS | frozenset(_OPAQUE_ROLES)
+PART_TYPES = frozenset({"input_text", "output_text", "refusal", "input_image", "input_file"})
+
+_K_BODY = frozenset({"input", "instructions", "tools"})
+_K_MESSAGE = frozenset({"type", "role", "content"})
+_K_TEXT = frozenset({"type", "text"})
+_K_REFUSAL = frozenset({"type", "refusal"})
+_K_IMAGE = frozenset({"type", "image_url"})
+_K_FILE_DATA = frozenset({"type", "file_data"})
+_K_FILE_URL = frozenset({"type", "file_url"})
+_K_TYPE = frozenset({"type"})
+_K_CALL = frozenset({"type", "call_id", "name", "arguments"})
+_K_CUSTOM_CALL = frozenset({"type", "call_id", "name", "input"})
+_K_OUTPUT = frozenset({"type", "call_id", "output"})
+_K_REASONING = frozenset({"type", "encrypted_content"})
+_SUMMARY_SEP = "\n\n"
+
+
+# --- parse ---------------------------------------------------------------------------
+
+
+def parse(body: Any) -> Request:
+    """Read a Responses API request body into a :class:`Request`."""
+    wire = to_body(body)
+    form: list[str] = []
+    messages: tuple[Message, ...] = ()
+    if "input" not in wire:
+        # Allowed: the conversation can live on the server (`previous_response_id`, `conversation`).
+        form.append("input:absent")
+    elif isinstance(wire["input"], str):
+        messages = (Message("user", (Text(wire["input"]),)),)
+        form.append("input:str")
+    else:
+        items = expect_list(wire["input"], "input")
+        messages = tuple(_parse_item(item, f"input.{i}") for i, item in enumerate(items))
+    system: tuple[Part, ...] = ()
+    if "instructions" in wire:
+        instructions = wire["instructions"]
+        if instructions is None:
+            form.append("instructions:null")
+        else:
+            system = (Text(expect_str(instructions, "instructions")),)
+            form.append("instructions")
+    tools: tuple[ToolDef, ...] = ()
+    if "tools" in wire:
+        tools = tuple(_parse_tool(t, f"tools.{i}") for i, t in enumerate(expect_list(wire["tools"], "tools")))
+        form.append("tools")
+    request = Request(API, messages, system, tools, rest(wire, _K_BODY), tuple(form))
+    return set_origin(request, API, wire)
+
+
+def _parse_item(raw: Any, loc: str) -> Message:
+    wire = expect_dict(raw, loc)
+    kind = wire.get("type")
+    if "type" not in wire:
+        # Both easy input messages and item references may leave out their `type`.
+        if "role" in wire:
+            return _parse_message(wire, loc)
+        if "id" in wire:
+            kind = "item_reference"
+    message: Message
+    if kind == "message":
+        return _parse_message(wire, loc)
+    if kind in ("function_call", "custom_tool_call"):
+        message = Message("assistant", (_parse_call(kind, wire, loc),))
+    elif kind in ("function_call_output", "custom_tool_call_output"):
+        message = Message("tool", (_parse_output(kind, wire, loc),))
+    elif kind == "reasoning":
+        message = Message("assistant", (_parse_reasoning(wire, loc),))
+    elif isinstance(kind, str) and kind in _OPAQUE_ROLES:
+        message = Message(_OPAQUE_ROLES[kind], (set_origin(Opaque(kind, wire), API, wire),))
+    else:
+        raise unknown("item type", kind, f"{loc}.type", ITEM_TYPES)
+    return set_origin(message, API, wire)
+
+
+def _parse_message(wire: dict[str, Any], loc: str) -> Message:
+    wire_role = wire.get("role")
+    role = _ROLES.get(wire_role) if isinstance(wire_role, str) else None
+    if role is None:
+        raise unknown("role", wire_role, f"{loc}.role", _ROLES)
+    form: list[str] = []
+    if "type" not in wire:
+        form.append("type:absent")
+    if wire_role == "developer":
+        form.append("role:developer")
+    content = wire.get("content")
+    if isinstance(content, str):
+        parts: tuple[Part, ...] = (Text(content),)
+        form.append("content:str")
+    else:
+        items = expect_list(content, f"{loc}.content")
+        parts = tuple(_parse_part(p, f"{loc}.content.{j}") for j, p in enumerate(items))
+    return set_origin(Message(role, parts, rest(wire, _K_MESSAGE), tuple(form)), API, wire)
+
+
+def _parse_part(raw: Any, loc: str) -> Part:
+    wire = expect_dict(raw, loc)
+    kind = wire.get("type")
+    part: Part
+    if kind in ("input_text", "output_text"):
+        part = Text(expect_str(wire.get("text"), f"{loc}.text"), rest(wire, _K_TEXT), (kind,))
+    elif kind == "refusal":
+        part = Text(expect_str(wire.get("refusal"), f"{loc}.refusal"), rest(wire, _K_REFUSAL), ("refusal",))
+    elif kind == "input_image":
+        url = wire.get("image_url")
+        if isinstance(url, str):
+            part = Media(
+                "image", data_url_type(url), url=url, extra=rest(wire, _K_IMAGE), form=("image_url",)
+            )
+        else:  # an uploaded file (`file_id`), kept as given
+            part = Media("image", extra=rest(wire, _K_TYPE), form=("input_image",))
+    elif kind == "input_file":
+        part = _parse_file(wire)
+    else:
+        raise unknown("content part type", kind, f"{loc}.type", PART_TYPES)
+    return set_origin(part, API, wire)
+
+
+def _parse_file(wire: dict[str, Any]) -> Media:
+    file_data = wire.get("file_data")
+    if isinstance(file_data, str):
+        media_type = data_url_type(file_data)
+        if media_type is not None:
+            return Media(
+                "document", media_type, url=file_data, extra=rest(wire, _K_FILE_DATA), form=("file_data",)
+            )
+        return Media("document", data=file_data, extra=rest(wire, _K_FILE_DATA), form=("file_data",))
+    file_url = wire.get("file_url")
+    if isinstance(file_url, str):
+        return Media("document", url=file_url, extra=rest(wire, _K_FILE_URL), form=("file_url",))
+    return Media("document", extra=rest(wire, _K_TYPE), form=("input_file",))
+
+
+def _parse_call(kind: str, wire: dict[str, Any], loc: str) -> ToolCall:
+    call_id = expect_str(wire.get("call_id"), f"{loc}.call_id")
+    name = expect_str(wire.get("name"), f"{loc}.name")
+    if kind == "custom_tool_call":
+        text = expect_str(wire.get("input"), f"{loc}.input")
+        call = ToolCall(call_id, name, text, extra=rest(wire, _K_CUSTOM_CALL), form=("custom",))
+    else:
+        text = expect_str(wire.get("arguments"), f"{loc}.arguments")
+        arguments, ok = parse_arguments(text)
+        call = ToolCall(call_id, name, arguments, text, ok, rest(wire, _K_CALL))
+    return set_origin(call, API, wire)
+
+
+def _parse_output(kind: str, wire: dict[str, Any], loc: str) -> ToolResult:
+    call_id = expect_str(wire.get("call_id"), f"{loc}.call_id")
+    output = wire.get("output")
+    form: tuple[str, ...] = ("custom",) if kind == "custom_tool_call_output" else ()
+    if isinstance(output, str):
+        parts: tuple[Part, ...] = (Text(output),)
+        form += ("output:str",)
+    else:
+        items = expect_list(output, f"{loc}.output")
+        parts = tuple(_parse_part(p, f"{loc}.output.{j}") for j, p in enumerate(items))
+        form += ("output:list",)
+    name = wire.get("name")
+    if isinstance(name, str):
+        result = ToolResult(call_id, parts, False, name, rest(wire, _K_OUTPUT | {"name"}), form)
+    else:
+        result = ToolResult(call_id, parts, False, None, rest(wire, _K_OUTPUT), form)
+    return set_origin(result, API, wire)
+
+
+def _parse_reasoning(wire: dict[str, Any], loc: str) -> Thinking:
+    """A reasoning item: its summary read as text, its encrypted content as the signature.
+
+    The summary list itself stays in ``extra`` (with ``id``, ``status`` and any
+    ``content``), so it goes back split exactly as it came while the text
+    still matches it.
+    """
+    summary = expect_list(wire.get("summary"), f"{loc}.summary")
+    texts = [
+        expect_str(expect_dict(s, f"{loc}.summary.{j}").get("text"), f"{loc}.summary.{j}.text")
+        for j, s in enumerate(summary)
+    ]
+    signature = wire.get("encrypted_content")
+    if signature is not None:
+        expect_str(signature, f"{loc}.encrypted_content")
+    thinking = Thinking(
+        _SUMMARY_SEP.join(texts) if texts else None,
+        signature,
+        redacted=not texts,
+        extra=rest(wire, _K_REASONING),
+        form=("encrypted_content",) if "encrypted_content" in wire else (),
+    )
+    return set_origin(thinking, API, wire)
+
+
+def _parse_tool(raw: Any, loc: str) -> ToolDef:
+    wire = expect_dict(raw, loc)
+    kind = wire.get("type")
+    if not isinstance(kind, str):
+        raise ShapeError("a tool's `type` must be a string", location=f"{loc}.type")
+    if kind in ("function", "custom"):
+        modelled = {"type", "name"}
+        form: tuple[str, ...] = ("type:custom",) if kind == "custom" else ()
+        if "description" in wire:
+            modelled.add("description")
+            form += ("description",)
+        if kind == "function":
+            # Always a hint here: a tool without one is a converted tool, which gets defaults.
+            if "parameters" in wire:
+                modelled.add("parameters")
+                form += ("parameters",)
+            else:
+                form += ("parameters:absent",)
+        tool = ToolDef(
+            expect_str(wire.get("name"), f"{loc}.name"),
+            wire.get("description"),
+            wire.get("parameters") if kind == "function" else None,
+            "function",
+            rest(wire, frozenset(modelled)),
+            form,
+        )
+    else:
+        # Built-in tools (web_search, file_search, mcp, namespace...) are carried whole.
+        name = wire.get("name")
+        tool = ToolDef(name if isinstance(name, str) else kind, kind=kind, extra=rest(wire, _K_TYPE))
+    return set_origin(tool, API, wire)
+
+
+# --- render --------------------------------------------------------------------------
+
+
+def render(request: Request) -> dict[str, Any]:
+    """Write a :class:`Request` as a Responses API body (converting it if it came from elsewhere)."""
+    if request.api != API:
+        request = adapt(request)
+    wire = reused(request, API)
+    if wire is not None:
+        return wire  # type: ignore[no-any-return]
+    body = dict(request.extra)
+    form = request.form
+    if request.system:
+        body["instructions"] = text_of(request.system)
+    elif "instructions:null" in form:
+        body["instructions"] = None
+    messages = request.messages
+    if "input:str" in form and len(messages) == 1 and _plain_message(messages[0]):
+        body["input"] = messages[0].parts[0].text  # type: ignore[union-attr]
+    elif messages or "input:absent" not in form:
+        body["input"] = [_render_item(m) for m in messages]
+    if request.tools or "tools" in form:
+        body["tools"] = [_render_tool(t) for t in request.tools]
+    return body
+
+
+def _plain_message(message: Message) -> bool:
+    parts = message.parts
+    return (
+        message.role == "user"
+        and not message.extra
+        and not message.form
+        and len(parts) == 1
+        and isinstance(parts[0], Text)
+        and not parts[0].extra
+        and not parts[0].form
+    )
+
+
+def _render_item(message: Message) -> Any:
+    wire = reused(message, API)
+    if wire is not None:
+        return wire
+    parts = message.parts
+    if len(parts) == 1 and not isinstance(parts[0], (Text, Media, Data)):
+        return _render_part_item(parts[0])
+    out: dict[str, Any] = {} if "type:absent" in message.form else {"type": "message"}
+    role = message.role
+    if role == "system":
+        out["role"] = "developer" if "role:developer" in message.form else "system"
+    else:
+        out["role"] = "user" if role == "tool" else role
+    if "content:str" in message.form and len(parts) == 1 and _plain_text(parts[0]):
+        out["content"] = parts[0].text  # type: ignore[union-attr]
+    else:
+        out["content"] = [_render_part(p, role) for p in parts]
+    return with_extra(out, message.extra)
+
+
+def _plain_text(part: Part) -> bool:
+    return isinstance(part, Text) and not part.extra and not part.form
+
+
+def _render_part_item(part: Part) -> Any:
+    """A message holding one call, result, reasoning or opaque item is that item."""
+    wire = reused(part, API)
+    if wire is not None:
+        return wire
+    if isinstance(part, ToolCall):
+        if "custom" in part.form:
+            text = part.arguments if isinstance(part.arguments, str) else arguments_text(part)
+            out = {"type": "custom_tool_call", "call_id": part.id or "", "name": part.name, "input": text}
+        else:
+            arguments = arguments_text(part)
+            out = {
+                "type": "function_call",
+                "call_id": part.id or "",
+                "name": part.name,
+                "arguments": arguments,
+            }
+        return with_extra(out, part.extra)
+    if isinstance(part, ToolResult):
+        return _render_output(part)
+    if isinstance(part, Thinking):
+        return _render_reasoning(part)
+    if isinstance(part, Opaque):
+        return part.value
+    raise AssertionError(part)
+
+
+def _render_output(part: ToolResult) -> Any:
+    kind = "custom_tool_call_output" if "custom" in part.form else "function_call_output"
+    out: dict[str, Any] = {"type": kind, "call_id": part.call_id or ""}
+    content = part.content
+    if "output:list" not in part.form and all(_plain_text(p) or isinstance(p, Data) for p in content):
+        out["output"] = text_of(_as_text(p) for p in content)
+    else:
+        out["output"] = [_render_part(p, "user") for p in content]
+    if part.name is not None:
+        out["name"] = part.name
+    return with_extra(out, part.extra)
+
+
+def _as_text(part: Part) -> Part:
+    return Text(dumps_text(part.value)) if isinstance(part, Data) else part
+
+
+def _render_reasoning(part: Thinking) -> Any:
+    out: dict[str, Any] = {"type": "reasoning"}
+    summary = part.extra.get("summary")
+    if not _summary_matches(summary, part.text):
+        summary = [{"type": "summary_text", "text": part.text}] if part.text else []
+    out["summary"] = summary
+    if part.signature is not None or "encrypted_content" in part.form:
+        out["encrypted_content"] = part.signature
+    return with_extra(out, part.extra)
+
+
+def _summary_matches(summary: Any, text: str | None) -> bool:
+    """Whether the kept summary list still reads as ``text`` (a transform may have changed it)."""
+    if not isinstance(summary, list):
+        return False
+    texts: list[str] = []
+    for item in summary:
+        value = item.get("text") if isinstance(item, dict) else None
+        if not isinstance(value, str):
+            return False
+        texts.append(value)
+    return (_SUMMARY_SEP.join(texts) if texts else None) == text
+
+
+def _render_part(part: Part, role: Role) -> Any:
+    wire = reused(part, API)
+    if wire is not None:
+        return wire
+    if isinstance(part, Text):
+        if "refusal" in part.form:
+            return with_extra({"type": "refusal", "refusal": part.text}, part.extra)
+        if "input_text" in part.form or "output_text" in part.form:
+            kind = "output_text" if "output_text" in part.form else "input_text"
+            return with_extra({"type": kind, "text": part.text}, part.extra)
+        if role == "assistant":
+            # An output_text part must say its annotations, even when there are none.
+            return with_extra({"type": "output_text", "text": part.text, "annotations": []}, part.extra)
+        return with_extra({"type": "input_text", "text": part.text}, part.extra)
+    if isinstance(part, Media):
+        return _render_media(part)
+    if isinstance(part, Data):
+        return {"type": "input_text", "text": dumps_text(part.value)}
+    if isinstance(part, Opaque):
+        return part.value
+    if isinstance(part, ToolResult):
+        return {"type": "input_text", "text": text_of(part.content)}
+    if isinstance(part, Thinking):
+        return {"type": "input_text", "text": part.text or ""}
+    if isinstance(part, ToolCall):
+        return {"type": "input_text", "text": arguments_text(part)}
+    raise AssertionError(part)
+
+
+def _render_media(part: Media) -> Any:
+    form = part.form
+    if "input_image" in form or "input_file" in form:
+        return with_extra({"type": form[0]}, part.extra)
+    if "image_url" in form and part.url is not None:
+        return with_extra({"type": "input_image", "image_url": part.url}, part.extra)
+    if "file_data" in form and (part.url or part.data) is not None:
+        return with_extra({"type": "input_file", "file_data": part.url or part.data}, part.extra)
+    if "file_url" in form and part.url is not None:
+        return with_extra({"type": "input_file", "file_url": part.url}, part.extra)
+    url = part.url
+    if url is None and part.data is not None:
+        url = f"data:{part.media_type or 'application/octet-stream'};base64,{part.data}"
+    if part.kind == "image" and url is not None:
+        out: dict[str, Any] = {"type": "input_image", "image_url": url}
+        if "detail" not in part.extra:
+            out["detail"] = "auto"
+        return with_extra(out, part.extra)
+    if part.kind == "document" and url is not None:
+        if url.startswith("data:"):
+            return with_extra({"type": "input_file", "filename": "document", "file_data": url}, part.extra)
+        return with_extra({"type": "input_file", "file_url": url}, part.extra)
+    return {"type": "input_text", "text": f"[{part.kind} not carried]"}
+
+
+def _render_tool(tool: ToolDef) -> Any:
+    wire = reused(tool, API)
+    if wire is not None:
+        return wire
+    if tool.kind != "function":
+        return with_extra({"type": tool.kind}, tool.extra)
+    out: dict[str, Any] = {"type": "custom" if "type:custom" in tool.form else "function", "name": tool.name}
+    if tool.description is not None or "description" in tool.form:
+        out["description"] = tool.description
+    if "type:custom" not in tool.form:
+        if tool.parameters is not None or "parameters" in tool.form:
+            out["parameters"] = tool.parameters
+        elif not tool.form:
+            out["parameters"] = {"type": "object", "properties": {}}
+        if not tool.form and "strict" not in tool.extra:
+            # Schemas written for other APIs are rarely strict-mode schemas.
+            out["strict"] = False
+    return with_extra(out, tool.extra)
+
+
+# --- converting from another API -----------------------------------------------------
+
+
+def adapt(request: Request) -> Request:
+    """Lay out a request from another API (or a transcript) the way this API wants it.
+
+    Each call and each result becomes an item of its own; results that shared a
+    user message with other content (Anthropic, Bedrock) come first, so they
+    follow their calls. The top-level system prompt becomes ``instructions``.
+    Reasoning from elsewhere is dropped: a reasoning item must carry the id
+    of the response that produced it, which no other API keeps.
+    """
+    request = neutral(request)
+    messages: list[Message] = []
+    for message in fill_call_ids(request.messages):
+        run: list[Part] = []
+        role: Role = "user" if message.role == "tool" else message.role
+        results = [p for p in message.parts if isinstance(p, ToolResult)]
+        messages.extend(Message("tool", (p,)) for p in results)
+        for part in message.parts:
+            if isinstance(part, (Text, Media, Data)):
+                run.append(part)
+                continue
+            if run:
+                messages.append(Message(role, tuple(run)))
+                run = []
+            if isinstance(part, ToolCall):
+                messages.append(Message("assistant", (part,)))
+        if run:
+            messages.append(Message(role, tuple(run)))
+    system = tuple(p for p in request.system if isinstance(p, Text))
+    return Request(API, tuple(messages), system, request.tools, request.extra)
