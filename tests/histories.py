@@ -2,18 +2,34 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-from typing import Any
+import random
+from collections.abc import Sequence
+from dataclasses import fields as dataclass_fields
+from dataclasses import is_dataclass, replace
+from typing import Any, Protocol, TypeVar
 
 from hypothesis import strategies as st
 
-from toolbudget.model import Conversation, Message, Part, Request, Text, Thinking, ToolCall, ToolResult
+from toolbudget.model import (
+    Conversation,
+    Message,
+    Part,
+    Request,
+    Role,
+    Text,
+    Thinking,
+    ToolCall,
+    ToolResult,
+    text_of,
+)
 from toolbudget.wire._common import FAMILY
+
+T = TypeVar("T")
 
 TOOL_NAMES = ("Bash", "Read", "Grep", "run_shell_command", "str_replace_editor")
 
 _text = st.text(
-    alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)),
+    alphabet=st.characters(codec="utf-8", exclude_categories=["Cs"]),
     max_size=40,
 )
 
@@ -63,25 +79,66 @@ DAMAGES = (
 )
 
 
-def carrier(api: str) -> str:
+def carrier(api: str) -> Role:
     return "user" if api in ("anthropic", "gemini", "bedrock-converse") else "tool"
 
 
-def damage(request: Request, kind: str, data: st.DataObject) -> Request | None:
+class Chooser(Protocol):
+    """Where damage gets its choices: Hypothesis, or a seeded ``random.Random``."""
+
+    def choice(self, options: Sequence[T]) -> T: ...
+
+    def integer(self, low: int, high: int) -> int: ...
+
+
+class Drawn:
+    """A :class:`Chooser` that draws from Hypothesis."""
+
+    def __init__(self, data: st.DataObject) -> None:
+        self.data = data
+
+    def choice(self, options: Sequence[T]) -> T:
+        return self.data.draw(st.sampled_from(options))
+
+    def integer(self, low: int, high: int) -> int:
+        return self.data.draw(st.integers(low, high))
+
+
+class Seeded:
+    """A :class:`Chooser` from a seeded generator: the same seed, the same damage."""
+
+    def __init__(self, seed: str) -> None:
+        self.random = random.Random(seed)
+
+    def choice(self, options: Sequence[T]) -> T:
+        return self.random.choice(options)
+
+    def integer(self, low: int, high: int) -> int:
+        return self.random.randint(low, high)
+
+
+def damage(request: Request, kind: str, data: Chooser) -> Request | None:
     """``request`` with one kind of damage, or ``None`` when it offers no place for it."""
     msgs = list(request.messages)
     api = request.api or ""
-    result_spots = [(i, k) for i, m in enumerate(msgs) for k, p in enumerate(m.parts) if isinstance(p, ToolResult)]
-    call_spots = [(i, k) for i, m in enumerate(msgs) for k, p in enumerate(m.parts) if isinstance(p, ToolCall)]
+    result_spots = [
+        (i, k) for i, m in enumerate(msgs) for k, p in enumerate(m.parts) if isinstance(p, ToolResult)
+    ]
+    call_spots = [
+        (i, k) for i, m in enumerate(msgs) for k, p in enumerate(m.parts) if isinstance(p, ToolCall)
+    ]
     if kind == "drop_result":
         if not result_spots:
             return None
-        i, k = data.draw(st.sampled_from(result_spots))
+        i, k = data.choice(result_spots)
         _remove_part(msgs, i, k)
     elif kind == "duplicate_id":
         if len(call_spots) < 2:
             return None
-        (i1, k1), (i2, k2) = data.draw(st.lists(st.sampled_from(call_spots), min_size=2, max_size=2, unique=True))
+        a = data.integer(0, len(call_spots) - 1)
+        b = data.integer(0, len(call_spots) - 2)
+        b += b >= a
+        (i1, k1), (i2, k2) = sorted((call_spots[a], call_spots[b]))
         first = msgs[i1].parts[k1]
         second = msgs[i2].parts[k2]
         assert isinstance(first, ToolCall) and isinstance(second, ToolCall)
@@ -91,7 +148,7 @@ def damage(request: Request, kind: str, data: st.DataObject) -> Request | None:
     elif kind == "move_result":
         if not result_spots:
             return None
-        i, k = data.draw(st.sampled_from(result_spots))
+        i, k = data.choice(result_spots)
         part = msgs[i].parts[k]
         _remove_part(msgs, i, k)
         later = [j for j in range(i, len(msgs)) if msgs[j].role == "assistant"]
@@ -100,20 +157,20 @@ def damage(request: Request, kind: str, data: st.DataObject) -> Request | None:
         j = _after_block(msgs, later[0]) if api == "openai-responses" else later[0] + 1
         msgs.insert(j, Message(carrier(api), (part,)))
     elif kind == "orphan_result":
-        j = data.draw(st.integers(1, len(msgs)))
+        j = data.integer(1, len(msgs))
         ghost = ToolResult("ghost_call", (Text("orphaned output"),), False, "Bash")
         msgs.insert(j, Message(carrier(api), (ghost,)))
     elif kind == "interleave_user_text":
         spots = sorted({i for i, _ in call_spots})
         if not spots:
             return None
-        i = data.draw(st.sampled_from(spots))
+        i = data.choice(spots)
         msgs.insert(i + 1, Message("user", (Text("wait, one more thing"),)))
     elif kind == "split_batch":
         batches = [i for i, m in enumerate(msgs) if sum(isinstance(p, ToolCall) for p in m.parts) >= 2]
         if not batches:
             return None
-        i = data.draw(st.sampled_from(batches))
+        i = data.choice(batches)
         parts = msgs[i].parts
         cut = next(k for k, p in enumerate(parts) if isinstance(p, ToolCall)) + 1
         msgs[i : i + 1] = [Message("assistant", parts[:cut]), Message("assistant", parts[cut:])]
@@ -138,7 +195,7 @@ def _remove_part(msgs: list[Message], i: int, k: int) -> None:
 
 
 def _replace_part(message: Message, k: int, part: Part) -> Message:
-    return Message(message.role, message.parts[:k] + (part,) + message.parts[k + 1 :])
+    return Message(message.role, (*message.parts[:k], part, *message.parts[k + 1 :]))
 
 
 def _rename(message: Message, old: str | None, new: str | None) -> Message:
@@ -154,3 +211,39 @@ def _rename(message: Message, old: str | None, new: str | None) -> Message:
 
 def signatures(request: Request) -> list[Any]:
     return sorted(p.signature or "" for m in request.messages for p in m.parts if isinstance(p, Thinking))
+
+
+def rebuilt(value: Any) -> Any:
+    """``value`` rebuilt through the constructors, which drops every ``origin``.
+
+    Rendering the result exercises the real render path instead of the reuse of
+    the caller's objects, so a round trip through it proves the model is exact.
+    """
+    if is_dataclass(value) and not isinstance(value, type):
+        fields_ = {f.name: rebuilt(getattr(value, f.name)) for f in dataclass_fields(value) if f.init}
+        return type(value)(**fields_)
+    if isinstance(value, tuple):
+        return tuple(rebuilt(v) for v in value)
+    return value
+
+
+def lost_results(damaged: Request, fixed: Request) -> list[str | None]:
+    """Calls whose first result was in ``damaged`` but is gone from ``fixed``.
+
+    A repair may drop a second result for the same call, or a result with no
+    call at all; it must never drop the result a call was answered with. (It
+    may append to one: Bedrock's text that shared a message with results is
+    folded into the last result.)
+    """
+    calls = {p.id for m in damaged.messages for p in m.parts if isinstance(p, ToolCall)}
+    kept = {text_of(p.content) for m in fixed.messages for p in m.parts if isinstance(p, ToolResult)}
+    answered: set[str | None] = set()
+    lost: list[str | None] = []
+    for message in damaged.messages:
+        for part in message.parts:
+            if isinstance(part, ToolResult) and part.call_id in calls and part.call_id not in answered:
+                answered.add(part.call_id)
+                text = text_of(part.content)
+                if text not in kept and not any(k.startswith(text) for k in kept):
+                    lost.append(part.call_id)
+    return lost

@@ -30,8 +30,11 @@ def txt(t: str) -> dict[str, Any]:
     return {"type": "text", "text": t}
 
 
+TOOLS = [{"name": "Bash", "description": "Run a command", "input_schema": {"type": "object"}}]
+
+
 def body(*messages: Any, **extra: Any) -> dict[str, Any]:
-    return {"model": "claude-x", "max_tokens": 100, "messages": list(messages), **extra}
+    return {"model": "claude-x", "max_tokens": 100, "tools": TOOLS, "messages": list(messages), **extra}
 
 
 def run(b: dict[str, Any]) -> tuple[list[str], Any]:
@@ -81,7 +84,9 @@ def test_orphan_result_is_removed_and_its_message_kept() -> None:
 
 
 def test_separated_result_is_moved_back_not_deleted() -> None:
-    b = body(U(txt("go")), A(use("a")), U(txt("stop")), A(txt("hmm")), U(res("a", "precious")), A(txt("done")))
+    b = body(
+        U(txt("go")), A(use("a")), U(txt("stop")), A(txt("hmm")), U(res("a", "precious")), A(txt("done"))
+    )
     violations, repaired = run(b)
     assert len(violations) == 2
     assert [r.kind for r in repaired.repairs] == ["moved_result"]
@@ -148,7 +153,9 @@ def test_thinking_is_never_stripped_and_its_absence_is_reported() -> None:
     _, repaired = run(b)
     assert repaired.body["messages"][1]["content"][0] == thinking
 
-    missing = body(U(txt("go")), A(use("a")), U(res("a")), thinking={"type": "enabled", "budget_tokens": 1024})
+    missing = body(
+        U(txt("go")), A(use("a")), U(res("a")), thinking={"type": "enabled", "budget_tokens": 1024}
+    )
     assert [str(v) for v in validate(missing, "anthropic")] == [
         "messages.1.content.0.type: Expected `thinking` or `redacted_thinking`, but found `tool_use`. "
         "When `thinking` is enabled, a final `assistant` message must start with a thinking block "
@@ -166,3 +173,15 @@ def test_unmodelled_fields_survive_a_repair(field: str) -> None:
     _, repaired = run(b)
     assert repaired.body["messages"][0] is b["messages"][0]
     assert repaired.body["messages"][0]["content"][0] == marked
+
+
+def test_tool_blocks_without_tools_get_placeholder_definitions() -> None:
+    b = body(U(txt("go")), A(use("a")), U(res("a")), A(txt("ok")))
+    del b["tools"]
+    violations, repaired = run(b)
+    assert violations == [
+        "tools: Requests which include `tool_use` or `tool_result` blocks must define tools."
+    ]
+    assert [r.kind for r in repaired.repairs] == ["added_tool_definitions"]
+    assert [t["name"] for t in repaired.body["tools"]] == ["Bash"]
+    assert repaired.body["messages"] == b["messages"]

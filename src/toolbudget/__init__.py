@@ -1,1 +1,79 @@
-"""toolbudget: keep an agent's tool-call history valid and inside its context budget."""
+"""toolbudget: keep an agent's tool-call history valid and inside its context budget.
+
+The public surface is this module; everything else is private and may change.
+
+- :func:`validate` and :func:`repair` check and fix tool-call pairing in a
+  request body, to each provider's rules.
+- :func:`load_transcript` reads the session files agents leave on disk and
+  :func:`to_request` turns a conversation into the body an agent would send.
+- :func:`detect_api`, :func:`parse` and :func:`render` move between wire bodies
+  and the canonical, frozen model.
+"""
+
+from __future__ import annotations
+
+from .convert import to_request
+from .errors import (
+    EncodingError,
+    InputError,
+    InvalidJSON,
+    ShapeError,
+    StoreError,
+    ToolbudgetError,
+    TranscriptError,
+    UnknownAPIError,
+)
+from .model import (
+    Conversation,
+    Data,
+    Media,
+    Message,
+    Opaque,
+    Request,
+    Text,
+    Thinking,
+    ToolCall,
+    ToolDef,
+    ToolResult,
+)
+from .pairing import SYNTHETIC_TEXT, Repair, Repaired, Violation, repair, validate
+from .transcripts import Transcript, load_transcript
+from .wire import APIS, convert, detect_api, parse, render
+
+__all__ = [
+    "APIS",
+    "SYNTHETIC_TEXT",
+    "Conversation",
+    "Data",
+    "EncodingError",
+    "InputError",
+    "InvalidJSON",
+    "Media",
+    "Message",
+    "Opaque",
+    "Repair",
+    "Repaired",
+    "Request",
+    "ShapeError",
+    "StoreError",
+    "Text",
+    "Thinking",
+    "ToolCall",
+    "ToolDef",
+    "ToolResult",
+    "ToolbudgetError",
+    "Transcript",
+    "TranscriptError",
+    "UnknownAPIError",
+    "Violation",
+    "convert",
+    "detect_api",
+    "load_transcript",
+    "parse",
+    "render",
+    "repair",
+    "to_request",
+    "validate",
+]
+
+__version__ = "0.1.0"

@@ -15,7 +15,8 @@ from .. import wire
 from ..errors import UnknownAPIError
 from ..jsonio import dumps, to_body
 from ..model import Request
-from .check import Violation, check
+from ..wire._common import tools_for_calls
+from .check import Violation, check, needs_tools
 from .fix import SYNTHETIC_TEXT, Repair, fix
 from .rules import Rules, rules_for
 
@@ -62,9 +63,13 @@ def repair_request(request: Request, *, close_pending: bool = False) -> tuple[Re
     if not violations and not (close_pending and _has_pending(request, rules)):
         return request, ()
     messages, repairs = fix(request, rules, close_pending=close_pending)
-    if not repairs:
-        return request, ()
-    return replace(request, messages=messages), tuple(repairs)
+    fixed = replace(request, messages=messages) if repairs else request
+    if rules.tools_required and needs_tools(fixed):
+        tools = tools_for_calls(fixed.messages)
+        if tools:
+            fixed = replace(fixed, tools=tools)
+            repairs.append(Repair("added_tool_definitions", -1, detail=", ".join(t.name for t in tools)))
+    return (fixed, tuple(repairs)) if repairs else (request, ())
 
 
 def validate(body: Any, api: str | None = None) -> list[Violation]:

@@ -13,14 +13,17 @@ from dataclasses import dataclass
 from ..model import Message, Request, Thinking, ToolCall, ToolResult
 from .rules import Rules
 
-__all__ = ["Violation", "check", "matches", "pending_from", "thinking_enabled"]
+__all__ = ["Violation", "check", "matches", "needs_tools", "pending_from", "thinking_enabled"]
 
 USER_SIDE = ("user", "tool")
 
 
 @dataclass(frozen=True, slots=True)
 class Violation:
-    """One broken rule: where it is (as the provider writes it) and what it says."""
+    """One broken rule: where it is (as the provider writes it) and what it says.
+
+    ``index`` is the message the rule is about, or -1 for the request as a whole.
+    """
 
     rule: str
     location: str
@@ -37,6 +40,13 @@ def matches(rules: Rules, call: ToolCall, result: ToolResult) -> bool:
     if rules.match_by_name and (call.id is None or result.call_id is None):
         return call.name == result.name
     return call.id == result.call_id
+
+
+def needs_tools(request: Request) -> bool:
+    """Whether the history holds tool blocks but the request defines no tools."""
+    if request.tools:
+        return False
+    return any(isinstance(p, (ToolCall, ToolResult)) for m in request.messages for p in m.parts)
 
 
 def thinking_enabled(request: Request) -> bool:
@@ -86,6 +96,9 @@ class _Checker:
             self.alternation()
         if self.rules.thinking_first and thinking_enabled(self.request):
             self.thinking()
+        if self.rules.tools_required and needs_tools(self.request):
+            where = "toolConfig" if self.rules.api == "bedrock-converse" else "tools"
+            self.add("tools_required", where, -1)
         return self.out
 
     # --- turn carriers: user-message and tool-messages ---------------------------------

@@ -40,7 +40,7 @@ class Repair:
     detail: str = ""
 
     def __str__(self) -> str:
-        where = f"message {self.index}"
+        where = f"message {self.index}" if self.index >= 0 else "the request"
         call = f" (call {self.call_id})" if self.call_id else ""
         detail = f": {self.detail}" if self.detail else ""
         return f"{self.kind} at {where}{call}{detail}"

@@ -38,6 +38,8 @@ class Rules:
     equal_counts: bool = False
     call_after_user: bool = False
     thinking_first: bool = False
+    tools_required: bool = False
+    """Tool blocks in the history need tool definitions in the request."""
     texts: dict[str, str] = field(default_factory=dict)
 
 
@@ -64,6 +66,10 @@ _ANTHROPIC_TEXTS = {
     ),
 }
 
+_ANTHROPIC_TEXTS["tools_required"] = (
+    "Requests which include `tool_use` or `tool_result` blocks must define tools."
+)
+
 _OPENAI_CHAT_TEXTS = {
     "missing_result": (
         "An assistant message with 'tool_calls' must be followed by tool messages responding to each "
@@ -73,7 +79,9 @@ _OPENAI_CHAT_TEXTS = {
         "Invalid parameter: messages with role 'tool' must be a response to a preceeding message with "
         "'tool_calls'."
     ),
-    "unmatched_result": "Invalid parameter: 'tool_call_id' of '{ids}' not found in 'tool_calls' of previous message.",
+    "unmatched_result": (
+        "Invalid parameter: 'tool_call_id' of '{ids}' not found in 'tool_calls' of previous message."
+    ),
     "duplicate_result": "Invalid parameter: more than one tool message responds to 'tool_call_id' '{ids}'.",
     "duplicate_call_id": "Invalid parameter: 'tool_calls' holds the id '{ids}' more than once.",
 }
@@ -91,7 +99,9 @@ _GEMINI_TEXTS = {
         "Please ensure that the number of function response parts is equal to the number of function "
         "call parts of the function call turn."
     ),
-    "orphan_result": "Please ensure that function response turn comes immediately after a function call turn.",
+    "orphan_result": (
+        "Please ensure that function response turn comes immediately after a function call turn."
+    ),
     "duplicate_result": (
         "Please ensure that the number of function response parts is equal to the number of function "
         "call parts of the function call turn."
@@ -117,10 +127,15 @@ _BEDROCK_TEXTS = {
     "invalid_call_id": "Value at 'toolUseId' failed to satisfy constraint: Member must satisfy regular "
     "expression pattern: [a-zA-Z0-9_-]+",
     "mixed_results": "Conversation blocks and tool result blocks cannot be provided in the same turn.",
-    "empty_error_result": "The content field at {where}.toolResult cannot be empty when status value is error.",
+    "empty_error_result": (
+        "The content field at {where}.toolResult cannot be empty when status value is error."
+    ),
     "alternation": (
         "A conversation must alternate between user and assistant roles. Make sure the conversation "
         "alternates between user and assistant roles and try again."
+    ),
+    "tools_required": (
+        "The toolConfig field must be defined when using toolUse and toolResult content blocks."
     ),
     "first_user": (
         "A conversation must start with a user message. Try again with a conversation that starts with "
@@ -139,6 +154,7 @@ RULES: dict[str, Rules] = {
         unique_ids=True,
         id_pattern=_SAFE_ID,
         thinking_first=True,
+        tools_required=True,
         texts=_ANTHROPIC_TEXTS,
     ),
     "openai-chat": Rules("openai-chat", "messages", "tool-messages", texts=_OPENAI_CHAT_TEXTS),
@@ -163,6 +179,7 @@ RULES: dict[str, Rules] = {
         alternation=True,
         no_mixed_results=True,
         equal_counts=True,
+        tools_required=True,
         texts=_BEDROCK_TEXTS,
     ),
 }

@@ -18,6 +18,7 @@ from typing import Any
 from ..errors import EncodingError, InvalidJSON, TranscriptError
 from ..jsonio import loads, type_name
 from ..model import Message, Part, Text, ToolCall, ToolDef, ToolResult
+from ..wire._common import parse_arguments as _parse_json_arguments
 
 _BOM = b"\xef\xbb\xbf"
 # orjson counts positions within the one line it was given; the file's line number is said separately.
@@ -170,10 +171,8 @@ def parse_arguments(raw: Any) -> tuple[Any, str | None, bool]:
     """
     if not isinstance(raw, str):
         return raw, None, True
-    try:
-        return loads(raw, what="tool call arguments"), raw, True
-    except (InvalidJSON, EncodingError):
-        return None, raw, False
+    value, ok = _parse_json_arguments(raw)
+    return value, raw, ok
 
 
 _FAMILIES = (

@@ -1,0 +1,137 @@
+"""Benchmark: validate + repair against orjson.loads + orjson.dumps of the same body.
+
+Target (issue "Foundation"): on the largest real request body, validate + repair
+costs at most 2x a plain JSON round trip. Both sides are timed in the same run,
+interleaved, and reported as a ratio, because this machine is shared and noisy.
+
+Bodies are the final requests of the shared transcripts, converted to every
+wire API; the largest by size is the one the target names, and the one with
+the most messages is reported too. A damaged copy (one result dropped) is timed
+as well, since that is the path that rebuilds and renders.
+
+    python bench/pairing.py [--repeat N] [--out bench/results/pairing.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "src"))
+
+from toolbudget import load_transcript, repair, to_request, validate, wire  # noqa: E402
+from toolbudget.model import ToolResult  # noqa: E402
+
+
+def trajectories() -> Path:
+    import os
+
+    env = os.environ.get("TOOLBUDGET_SHARED")
+    base = Path(env) if env else REPO.parent / "shared"
+    return base / "data" / "trajectories"
+
+
+def bodies(api: str) -> list[tuple[str, bytes]]:
+    root = trajectories()
+    manifest = orjson.loads((root / "manifest.json").read_bytes())
+    out = []
+    for entry in manifest:
+        for conversation in load_transcript(root / entry["file"]).conversations:
+            raw = orjson.dumps(to_request(conversation, api, model="bench"))
+            out.append((f"{entry['file']}#{conversation.id}", raw))
+    return out
+
+
+def history_length(body: dict[str, Any]) -> int:
+    history = body.get("messages") or body.get("input") or body.get("contents") or []
+    return len(history) if isinstance(history, list) else 1
+
+
+def best_of(fn: Callable[[], Any], repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        gc.disable()
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+        gc.enable()
+    return statistics.median(times)
+
+
+def damaged(raw: bytes, api: str) -> dict[str, Any]:
+    request = wire.parse(orjson.loads(raw), api)
+    messages = list(request.messages)
+    for i, message in enumerate(messages):
+        kept = tuple(p for p in message.parts if not isinstance(p, ToolResult))
+        if len(kept) != len(message.parts):
+            if kept:
+                messages[i] = replace(message, parts=kept)
+            else:
+                del messages[i]
+            break
+    return wire.render(replace(request, messages=tuple(messages)))
+
+
+def measure(raw: bytes, api: str, repeat: int) -> dict[str, Any]:
+    body = orjson.loads(raw)
+    broken = damaged(raw, api)
+    base = best_of(lambda: orjson.dumps(orjson.loads(raw)), repeat)
+    ours = best_of(lambda: (validate(body, api), repair(body, api)), repeat)
+    ours_broken = best_of(lambda: (validate(broken, api), repair(broken, api)), repeat)
+    return {
+        "bytes": len(raw),
+        "messages": history_length(body),
+        "json_roundtrip_ms": base * 1000,
+        "validate_repair_ms": ours * 1000,
+        "validate_repair_damaged_ms": ours_broken * 1000,
+        "ratio": ours / base,
+        "ratio_damaged": ours_broken / base,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=30)
+    parser.add_argument("--out", default=str(REPO / "bench" / "results" / "pairing.json"))
+    args = parser.parse_args()
+    if not (trajectories() / "manifest.json").is_file():
+        sys.exit(f"the shared trajectories are not at {trajectories()} (set TOOLBUDGET_SHARED)")
+    results: dict[str, Any] = {}
+    print(
+        f"{'api':<18} {'body':<10} {'KB':>7} {'msgs':>5} "
+        f"{'json ms':>8} {'ours ms':>8} {'ratio':>6} {'damaged':>8}"
+    )
+    for api in wire.APIS:
+        all_bodies = bodies(api)
+        largest = max(all_bodies, key=lambda b: len(b[1]))
+        longest = max(all_bodies, key=lambda b: history_length(orjson.loads(b[1])))
+        for label, (name, raw) in (("largest", largest), ("most-msgs", longest)):
+            row = measure(raw, api, args.repeat)
+            row["source"] = name
+            results[f"{api}/{label}"] = row
+            print(
+                f"{api:<18} {label:<10} {row['bytes'] / 1024:>7.0f} {row['messages']:>5} "
+                f"{row['json_roundtrip_ms']:>8.2f} {row['validate_repair_ms']:>8.2f} "
+                f"{row['ratio']:>6.2f} {row['ratio_damaged']:>8.2f}"
+            )
+    target = max(r["ratio"] for k, r in results.items() if k.endswith("/largest"))
+    print(f"worst ratio on the largest body: {target:.2f}x (target <= 2x)")
+    results["target"] = {"worst_largest_ratio": target, "limit": 2.0, "met": target <= 2.0}
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_bytes(orjson.dumps(results, option=orjson.OPT_INDENT_2))
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,5 @@
+# Sourced by the other scripts: a virtual environment in .venv with the package and its dev tools.
+python3 -m venv .venv
+. .venv/bin/activate
+python -m pip install --quiet --upgrade pip
+python -m pip install --quiet -e '.[dev]'

@@ -1,0 +1,224 @@
+"""The ``toolbudget`` command.
+
+Exit status: 0 when all is well, 1 when the command worked and found a problem
+(violations, an unknown key), 2 when the input cannot be used. Errors are one
+line on stderr, never a traceback.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from functools import wraps
+from pathlib import Path
+from typing import Any, NoReturn, TypeVar
+
+import click
+
+from . import wire
+from .convert import to_request
+from .errors import InputError, ToolbudgetError
+from .jsonio import dumps, to_body
+from .pairing import check_request, repair_request
+from .transcripts import load_transcript
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+API_CHOICE = click.Choice(wire.APIS, case_sensitive=False)
+
+
+class Failure(click.ClickException):
+    """A one-line error that exits with status 2."""
+
+    exit_code = 2
+
+    def show(self, file: Any = None) -> None:
+        click.echo(f"toolbudget: error: {self.format_message()}", err=True)
+
+
+def fail(message: str) -> NoReturn:
+    raise Failure(message)
+
+
+def friendly(func: F) -> F:
+    """Turn our errors and I/O errors into one line and exit status 2."""
+
+    @wraps(func)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except ToolbudgetError as exc:
+            fail(str(exc))
+        except OSError as exc:
+            where = f"{exc.filename}: " if exc.filename else ""
+            fail(f"{where}{exc.strerror or exc}")
+        except MemoryError:
+            fail("not enough memory to read the input")
+
+    return run  # type: ignore[return-value]
+
+
+def read_input(source: str) -> bytes:
+    if source == "-":
+        return sys.stdin.buffer.read()
+    path = Path(source)
+    if path.is_dir():
+        fail(f"{source}: is a directory, not a file")
+    return path.read_bytes()
+
+
+def write_output(data: bytes, out: str | None) -> None:
+    if out is None or out == "-":
+        sys.stdout.buffer.write(data)
+        if not data.endswith(b"\n"):
+            sys.stdout.buffer.write(b"\n")
+        sys.stdout.buffer.flush()
+    else:
+        Path(out).write_bytes(data)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="toolbudget")
+def main() -> None:
+    """Keep an agent's tool-call history valid and inside its context budget."""
+
+
+@main.command()
+@click.argument("source", default="-", metavar="[FILE|-]")
+@click.option("--api", type=API_CHOICE, help="The body's wire API (told from its shape when left out).")
+@friendly
+def validate(source: str, api: str | None) -> None:
+    """List the pairing violations in a request body.
+
+    Exit 0 when it is valid, 1 when it is not.
+    """
+    body = to_body(read_input(source), what=_name(source))
+    request = wire.parse(body, api)
+    violations = check_request(request)
+    for violation in violations:
+        click.echo(str(violation))
+    if violations:
+        click.echo(f"{len(violations)} violation(s) for {request.api}", err=True)
+        sys.exit(1)
+    click.echo(f"valid for {request.api}", err=True)
+
+
+@main.command()
+@click.argument("source", default="-", metavar="[FILE|-]")
+@click.option("--api", type=API_CHOICE, help="The body's wire API (told from its shape when left out).")
+@click.option("-o", "--output", "out", help="Where to write the repaired body (stdout by default).")
+@click.option("--report", type=click.Path(dir_okay=False), help="Write what was repaired as JSON here.")
+@click.option(
+    "--close-pending", is_flag=True, help="Also close trailing calls that are still waiting to run."
+)
+@friendly
+def repair(source: str, api: str | None, out: str | None, report: str | None, close_pending: bool) -> None:
+    """Repair the pairing of a request body.
+
+    A valid body is written back byte for byte.
+    """
+    raw = read_input(source)
+    body = to_body(raw, what=_name(source))
+    request = wire.parse(body, api)
+    before = check_request(request)
+    fixed, repairs = repair_request(request, close_pending=close_pending)
+    remaining = check_request(fixed) if repairs else []
+    write_output(raw if fixed is request else dumps(wire.render(fixed)), out)
+    for item in repairs:
+        click.echo(f"repaired: {item}", err=True)
+    for violation in remaining:
+        click.echo(f"cannot repair: {violation}", err=True)
+    if report:
+        Path(report).write_bytes(
+            dumps(
+                {
+                    "api": request.api,
+                    "violations": [_violation(v) for v in before],
+                    "repairs": [
+                        {"kind": r.kind, "index": r.index, "call_id": r.call_id, "detail": r.detail}
+                        for r in repairs
+                    ],
+                    "remaining": [_violation(v) for v in remaining],
+                },
+                indent=True,
+            )
+        )
+    click.echo(f"{len(repairs)} repair(s) for {request.api}", err=True)
+
+
+@main.command()
+@click.argument("transcript", type=click.Path(dir_okay=False))
+@click.option("--to", "api", type=API_CHOICE, required=True, help="The wire API to write.")
+@click.option("-o", "--output", "out", help="Where to write the body (stdout by default).")
+@click.option("--conversation", "which", help="Which conversation of the file (its id or index).")
+@click.option("--all", "every", is_flag=True, help="Write every conversation, one body per line.")
+@click.option("--model", help="The model to name in the body (the transcript's own by default).")
+@click.option("--max-tokens", type=int, help="max_tokens to set (required by Anthropic; 4096 by default).")
+@friendly
+def convert(
+    transcript: str,
+    api: str,
+    out: str | None,
+    which: str | None,
+    every: bool,
+    model: str | None,
+    max_tokens: int | None,
+) -> None:
+    """Write the request body an agent at the end of TRANSCRIPT would send."""
+    loaded = load_transcript(transcript)
+    conversations = loaded.conversations
+    if not conversations:
+        fail(f"{transcript}: holds no conversation")
+    if every:
+        lines = [dumps(to_request(c, api, model=model, max_tokens=max_tokens)) for c in conversations]
+        write_output(b"\n".join(lines), out)
+        return
+    chosen = _choose(conversations, which, transcript)
+    write_output(dumps(to_request(chosen, api, model=model, max_tokens=max_tokens)), out)
+    if len(conversations) > 1 and which is None:
+        click.echo(
+            f"{transcript} holds {len(conversations)} conversations; wrote {chosen.id!r} "
+            "(choose with --conversation, or --all)",
+            err=True,
+        )
+
+
+@main.command()
+@click.option("--dir", "directory", default="example", show_default=True, help="Where to write the example.")
+@click.option("--own/--no-own", default=True, help="Also process your newest own agent session, if any.")
+@friendly
+def demo(directory: str, own: bool) -> None:
+    """Record a small real session here, convert it to every API, validate and repair it."""
+    from .demo import run_demo
+
+    run_demo(Path(directory), include_own=own)
+
+
+def _choose(conversations: Any, which: str | None, transcript: str) -> Any:
+    if which is None:
+        main_ones = [c for c in conversations if not c.sidechain]
+        return (main_ones or conversations)[0]
+    for conversation in conversations:
+        if conversation.id == which:
+            return conversation
+    if which.isdigit() and int(which) < len(conversations):
+        return conversations[int(which)]
+    raise InputError(f"{transcript}: no conversation {which!r} (it has {len(conversations)})")
+
+
+def _violation(v: Any) -> dict[str, Any]:
+    return {
+        "rule": v.rule,
+        "location": v.location,
+        "message": v.message,
+        "index": v.index,
+        "call_id": v.call_id,
+    }
+
+
+def _name(source: str) -> str:
+    return "standard input" if source == "-" else source
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()
