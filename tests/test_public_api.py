@@ -13,4 +13,11 @@ def test_all_names_exist_and_nothing_else_is_advertised() -> None:
     public = {n for n in vars(toolbudget) if not n.startswith("_")}
     submodules = {"errors", "model", "pairing", "transcripts", "wire", "jsonio", "annotations"}
     assert public - exported - submodules == set()
-    assert {"validate", "repair", "load_transcript", "to_request", "detect_api", "ToolbudgetError"} <= exported
+    assert {
+        "validate",
+        "repair",
+        "load_transcript",
+        "to_request",
+        "detect_api",
+        "ToolbudgetError",
+    } <= exported
