@@ -1,0 +1,86 @@
+"""Archive stores for the originals of cut tool results, opened by URL.
+
+One URL names a store wherever a store is configured (CLI option, proxy
+setting, SDK argument), so the four backends are interchangeable:
+
+=============================================  =====================================================
+``memory:``                                    this process only; tests and one-shot runs
+``dir:PATH`` (``dir:`` = the system temp dir)  files an agent's read tool can open; the default
+``sqlite:PATH?ttl=SECONDS&max_bytes=N``        one durable file on this machine, with TTL and cap
+``redis://host:port/db?ttl=SECONDS``           shared by processes and machines (``rediss://``: TLS)
+=============================================  =====================================================
+
+A URL that cannot name a store (no scheme, an unknown one, bad options) is
+the caller's mistake and raises :class:`~toolbudget.errors.InputError` (a
+``ValueError``); a store that cannot be opened (a path inside a file, a
+damaged database, a missing ``redis`` package) raises
+:class:`~toolbudget.errors.StoreError`.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import parse_qsl
+
+from ..errors import InputError
+from .base import DEFAULT_MAX_BYTES, DEFAULT_TTL, Store
+from .dir import DirStore
+from .memory import MemoryStore
+from .redis import RedisStore
+from .sqlite import SqliteStore
+
+__all__ = ["DirStore", "MemoryStore", "RedisStore", "SqliteStore", "Store", "open_store"]
+
+_SCHEMES = "memory:, dir:PATH, sqlite:PATH or redis://HOST:PORT/DB"
+
+
+def open_store(url: str | None = None) -> Store:
+    """The store ``url`` names; ``None`` is ``dir:``, files in the system temp dir."""
+    if url is None:
+        return DirStore()
+    if not isinstance(url, str):
+        raise InputError(f"a store URL is a string, not {type(url).__name__}")
+    scheme, colon, rest = url.partition(":")
+    if not colon or not scheme:
+        raise InputError(f"not a store URL: {url!r:.200}; use {_SCHEMES}")
+    scheme = scheme.lower()
+    if scheme == "memory":
+        if rest:
+            raise InputError(f"the memory store takes no path or options: {url!r:.200}")
+        return MemoryStore()
+    if scheme == "dir":
+        path = _local_path(url, rest)
+        if "?" in path:
+            raise InputError(f"the dir store takes no options: {url!r:.200}")
+        return DirStore(path or None)
+    if scheme == "sqlite":
+        path, _, query = _local_path(url, rest).partition("?")
+        ttl, max_bytes = _sqlite_options(url, query)
+        return SqliteStore(path or None, ttl=ttl, max_bytes=max_bytes)
+    if scheme in ("redis", "rediss"):
+        return RedisStore(url)
+    raise InputError(f"unknown store {scheme + ':'!r} in {url!r:.200}; use {_SCHEMES}")
+
+
+def _local_path(url: str, rest: str) -> str:
+    """The path of ``dir:PATH`` or ``sqlite:PATH``; ``dir:///abs`` is accepted too."""
+    if not rest.startswith("//"):
+        return rest
+    host, slash, path = rest[2:].partition("/")
+    if host not in ("", "localhost"):
+        raise InputError(f"a local store has no host: {url!r:.200}; write it {url.partition(':')[0]}:/path")
+    return slash + path
+
+
+def _sqlite_options(url: str, query: str) -> tuple[float, int]:
+    ttl, max_bytes = DEFAULT_TTL, DEFAULT_MAX_BYTES
+    for name, value in parse_qsl(query, keep_blank_values=True):
+        if name not in ("ttl", "max_bytes"):
+            raise InputError(f"unknown option {name!r} in {url!r:.200}; sqlite takes ttl and max_bytes")
+        try:
+            if name == "ttl":
+                ttl = float(value)
+            else:
+                max_bytes = int(value)
+        except ValueError:
+            raise InputError(f"option {name} in {url!r:.200} is not a number: {value!r}") from None
+    return ttl, max_bytes

@@ -1,0 +1,198 @@
+"""The archive store interface every backend honours.
+
+A cut keeps the full original of a tool result in a store, under a key the
+model later recalls with ``<<tb:KEY>>``. A recall that finds nothing is the
+worst outcome a peer shows (Headroom's dead hashes after expiry or restart),
+so the contract is narrow and the same for every backend, and one test suite
+checks it against all of them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import threading
+from abc import ABC, abstractmethod
+from types import TracebackType
+from typing import Self
+
+from ..errors import StoreError
+from ..marker import KEY_RE
+
+__all__ = ["DEFAULT_MAX_BYTES", "DEFAULT_TTL", "Store", "check_key", "is_key", "namespace"]
+
+DEFAULT_TTL = 7 * 24 * 3600.0
+"""Seconds an entry outlives its last access in the expiring backends: a week
+covers an agent session resumed the next day, or after a weekend."""
+
+DEFAULT_MAX_BYTES = 1 << 30
+"""Size cap of the SQLite store: large enough for thousands of big outputs,
+small enough that a forgotten archive never fills a disk."""
+
+_KEY = re.compile(KEY_RE)
+_SAFE_SESSION = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
+_UNSAFE_RUN = re.compile(r"[^a-z0-9]+")
+
+
+def is_key(key: object) -> bool:
+    """Whether ``key`` is a recall key; anything else never reaches a backend."""
+    return isinstance(key, str) and _KEY.fullmatch(key) is not None
+
+
+def check_key(key: object) -> str:
+    """``key`` when it is a recall key; :class:`ValueError` otherwise."""
+    if not is_key(key):
+        raise ValueError(f"not a store key (16-64 chars of [a-z0-9]): {key!r:.80}")
+    assert isinstance(key, str)
+    return key
+
+
+def namespace(session: str) -> str:
+    """A name for ``session`` that is safe in a file name, a Redis key and a glob.
+
+    Session ids come from users, so they may hold ``/``, ``..``, ``:``, glob
+    characters, NUL, any Unicode (lone surrogates too) or be very long. An id
+    that is already safe (lowercase ASCII letters, digits, ``.``, ``_``, ``-``,
+    starting with a letter or digit, at most 64 chars) is its own name, which
+    keeps paths readable. Any other id becomes a readable slug, ``~`` and a hash
+    of its exact text. Safe names never hold ``~`` and hashed ones always do, so
+    the two kinds cannot meet; uppercase is hashed so that ``S1`` and ``s1``
+    stay apart on case-insensitive file systems. The name is a pure function of
+    the id, so the same session finds its entries again after a restart.
+    """
+    if not isinstance(session, str):
+        raise TypeError(f"a session id is a str, not {type(session).__name__}")
+    if _SAFE_SESSION.fullmatch(session):
+        return session
+    # 80 bits: a second preimage (reaching someone else's entries) is out of reach.
+    digest = hashlib.sha256(session.encode("utf-8", "surrogatepass")).hexdigest()[:20]
+    slug = _UNSAFE_RUN.sub("-", session.lower()).strip("-")[:40].rstrip("-")
+    return f"{slug or 'session'}~{digest}"
+
+
+class Store(ABC):
+    """Where the originals of cut tool results are kept, by session and key.
+
+    The contract, the same for every backend:
+
+    - ``put(session, key, data)`` keeps ``data`` byte for byte. An entry is
+      never replaced: keys are content hashes, so a second ``put`` of the same
+      key is a no-op that only counts as an access. :class:`ValueError` when
+      ``key`` is not a recall key (16-64 chars of ``[a-z0-9]``).
+    - ``get(session, key)`` returns the bytes, or ``None`` when the entry is
+      absent, expired, belongs to another session, or the key is malformed or
+      path-like. A bad key is answered, not raised, because it comes from the
+      model's recall call; it never reaches the backend, so nothing outside the
+      store is ever read.
+    - ``path(session, key)`` is a file an agent's own read tool can open, for
+      file-backed stores (``file_backed``) when the entry exists; else ``None``.
+    - ``keys(session)`` lists the session's live keys, sorted; listing is not an
+      access. ``drop(session)`` removes everything of a session.
+    - A session id is any string: each backend maps it to its own namespace,
+      which it cannot leave and no other id shares.
+    - Any failure of the backend (disk full, read-only, database locked or
+      damaged, Redis down) raises :class:`~toolbudget.errors.StoreError`, never a
+      raw ``OSError`` or driver exception, so a caller can write "the rest could
+      not be kept" instead of crashing. A closed store raises it too.
+    - Every method is safe to call from several threads.
+
+    ``url`` names the store for messages and logs (a password in it is masked).
+    A store is a context manager that closes it.
+    """
+
+    url: str
+    file_backed: bool = False
+
+    def __init__(self) -> None:
+        self._closed = False
+        self._close_lock = threading.Lock()
+
+    # The public methods check what every backend must check, once, here.
+
+    def put(self, session: str, key: str, data: bytes | bytearray | memoryview) -> None:
+        """Keep ``data`` under ``key``; a no-op if the entry exists."""
+        key = check_key(key)
+        if not isinstance(data, bytes | bytearray | memoryview):
+            raise TypeError(f"store data is bytes, not {type(data).__name__}")
+        self._check_session(session)
+        self._check_open()
+        self._put(session, key, bytes(data))
+
+    def get(self, session: str, key: str) -> bytes | None:
+        """The bytes kept under ``key``, or ``None``."""
+        self._check_session(session)
+        if not is_key(key):
+            return None
+        self._check_open()
+        return self._get(session, key)
+
+    def path(self, session: str, key: str) -> str | None:
+        """A readable file holding the entry, for file-backed stores."""
+        self._check_session(session)
+        if not self.file_backed or not is_key(key):
+            return None
+        self._check_open()
+        return self._path(session, key)
+
+    def keys(self, session: str) -> list[str]:
+        """The session's live keys, sorted."""
+        self._check_session(session)
+        self._check_open()
+        return sorted(self._keys(session))
+
+    def drop(self, session: str) -> None:
+        """Remove every entry of the session; nothing to remove is not an error."""
+        self._check_session(session)
+        self._check_open()
+        self._drop(session)
+
+    def close(self) -> None:
+        """Release the backend; later calls raise :class:`StoreError`. Idempotent."""
+        with self._close_lock:
+            if self._closed:
+                return
+            self._closed = True
+        self._close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.url}>"
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreError(f"the store {self.url} is closed")
+
+    @staticmethod
+    def _check_session(session: object) -> None:
+        if not isinstance(session, str):
+            raise TypeError(f"a session id is a str, not {type(session).__name__}")
+
+    # What a backend implements; keys are valid and the store is open.
+
+    @abstractmethod
+    def _put(self, session: str, key: str, data: bytes) -> None: ...
+
+    @abstractmethod
+    def _get(self, session: str, key: str) -> bytes | None: ...
+
+    def _path(self, session: str, key: str) -> str | None:
+        return None
+
+    @abstractmethod
+    def _keys(self, session: str) -> list[str]: ...
+
+    @abstractmethod
+    def _drop(self, session: str) -> None: ...
+
+    def _close(self) -> None:
+        return None

@@ -1,0 +1,48 @@
+"""The in-memory reference backend.
+
+It is the contract with nothing in the way: the other backends are checked
+against the same tests, and tests of the rest of toolbudget use it so they
+touch no disk. Entries die with the process, so it suits neither a proxy nor a
+CLI whose recalls come from a later run.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from .base import Store
+
+__all__ = ["MemoryStore"]
+
+
+class MemoryStore(Store):
+    """``memory:``: a dict behind a lock, per instance."""
+
+    url = "memory:"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._lock = threading.Lock()
+        # The exact session id is the namespace: tuples cannot collide.
+        self._entries: dict[tuple[str, str], bytes] = {}
+
+    def _put(self, session: str, key: str, data: bytes) -> None:
+        with self._lock:
+            self._entries.setdefault((session, key), data)
+
+    def _get(self, session: str, key: str) -> bytes | None:
+        with self._lock:
+            return self._entries.get((session, key))
+
+    def _keys(self, session: str) -> list[str]:
+        with self._lock:
+            return [key for (owner, key) in self._entries if owner == session]
+
+    def _drop(self, session: str) -> None:
+        with self._lock:
+            for entry in [entry for entry in self._entries if entry[0] == session]:
+                del self._entries[entry]
+
+    def _close(self) -> None:
+        with self._lock:
+            self._entries.clear()

@@ -1,0 +1,155 @@
+"""The shared backend: Redis, for several processes or machines behind one proxy.
+
+Every entry is one Redis string ``toolbudget:<session>:<key>`` (the session as
+:func:`~toolbudget.store.base.namespace` writes it, so it holds no ``:`` and
+no glob character) with a TTL that every put and get renews, so an entry a
+session keeps recalling never expires under it. Redis's own ``maxmemory``
+policy, not this module, caps the total size.
+
+The ``redis`` package is an extra and is imported only here, when a Redis
+store is opened. Timeouts are short: a store that cannot answer in two
+seconds costs a recall, not the agent's request. Needs Redis 6.2 or later
+(``GETEX``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import NoReturn
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from ..errors import InputError, StoreError
+from .base import DEFAULT_TTL, Store, is_key, namespace
+
+__all__ = ["RedisStore"]
+
+PREFIX = "toolbudget"
+_INSTALL_HINT = "the redis store needs the redis package: pip install 'toolbudget[redis]'"
+_BATCH = 500
+_MAX_TTL = 1e12  # seconds; PX must fit in 64 bits
+
+
+def _masked(url: str) -> str:
+    """``url`` with its password hidden, fit for logs and messages."""
+    parts = urlsplit(url)
+    userinfo, at, hostport = parts.netloc.rpartition("@")
+    if not at or ":" not in userinfo:
+        return url
+    return urlunsplit(parts._replace(netloc=f"{userinfo.partition(':')[0]}:***@{hostport}"))
+
+
+class RedisStore(Store):
+    """``redis://[[user]:password@]host[:port][/db][?ttl=SECONDS]``, or ``rediss://`` for TLS.
+
+    ``ttl`` (seconds) wins over the URL's ``?ttl=``; other query options go to
+    the redis client (``socket_timeout``, ``ssl_cert_reqs``...). ``timeout``
+    bounds connecting and every command.
+    """
+
+    def __init__(self, url: str, *, ttl: float | None = None, timeout: float = 2.0) -> None:
+        super().__init__()
+        try:
+            import redis
+            from redis.backoff import NoBackoff
+            from redis.retry import Retry
+        except ImportError as error:
+            raise StoreError(_INSTALL_HINT) from error
+        parts = urlsplit(url)
+        if parts.scheme not in ("redis", "rediss"):
+            raise InputError(f"not a redis URL (redis://host:port/db): {_masked(url)}")
+        query = parse_qsl(parts.query, keep_blank_values=True)
+        url_ttl = [value for name, value in query if name == "ttl"]
+        if ttl is None and url_ttl:
+            ttl = _parse_ttl(url_ttl[-1], url)
+        self.ttl = DEFAULT_TTL if ttl is None else float(ttl)
+        if not 0.001 <= self.ttl <= _MAX_TTL:
+            raise InputError(f"the redis store's ttl must be a positive number of seconds, not {ttl!r}")
+        client_url = urlunsplit(parts._replace(query=urlencode([(n, v) for n, v in query if n != "ttl"])))
+        self.url = _masked(url)
+        self._ttl_ms = round(self.ttl * 1000)
+        self._errors: tuple[type[BaseException], ...] = (redis.RedisError, OSError)
+        try:
+            client = redis.Redis.from_url(
+                client_url,
+                socket_timeout=timeout,
+                socket_connect_timeout=timeout,
+                # One quick retry replaces a pooled connection the server has
+                # closed; more would only make a dead server slower to report.
+                retry=Retry(NoBackoff(), 1),
+            )
+        except (ValueError, TypeError) as error:
+            raise InputError(f"bad redis URL {self.url}: {error}") from error
+        # The client connects lazily: a Redis that is down at start-up costs
+        # recalls until it is back, not the start of the proxy.
+        self._client: redis.Redis = client
+
+    # -- the backend ---------------------------------------------------------
+
+    def _put(self, session: str, key: str, data: bytes) -> None:
+        name = self._name(session, key)
+        try:
+            with self._client.pipeline(transaction=False) as pipe:
+                pipe.set(name, data, px=self._ttl_ms, nx=True)
+                pipe.pexpire(name, self._ttl_ms)  # an existing entry was just used again
+                pipe.execute()
+        except self._errors as error:
+            self._fail(f"keep {key}", error)
+
+    def _get(self, session: str, key: str) -> bytes | None:
+        try:
+            value = self._client.getex(self._name(session, key), px=self._ttl_ms)
+        except self._errors as error:
+            self._fail(f"read {key}", error)
+        if value is None or isinstance(value, bytes):
+            return value
+        raise StoreError(f"unexpected reply from {self.url}: {type(value).__name__}")
+
+    def _keys(self, session: str) -> list[str]:
+        start = len(self._head(session))
+        return [name[start:].decode("ascii") for name in self._scan(session)]
+
+    def _drop(self, session: str) -> None:
+        names = list(self._scan(session))
+        try:
+            for start in range(0, len(names), _BATCH):
+                # UNLINK frees big values in the background instead of blocking the server.
+                self._client.unlink(*names[start : start + _BATCH])
+        except self._errors as error:
+            self._fail("drop the session", error)
+
+    def _close(self) -> None:
+        with contextlib.suppress(*self._errors):
+            self._client.close()
+
+    # -- Redis -----------------------------------------------------------------
+
+    @staticmethod
+    def _head(session: str) -> bytes:
+        return f"{PREFIX}:{namespace(session)}:".encode("ascii")
+
+    def _name(self, session: str, key: str) -> bytes:
+        return self._head(session) + key.encode("ascii")
+
+    def _scan(self, session: str) -> list[bytes]:
+        """The names of the session's entries; SCAN does not block the server as KEYS would."""
+        head = self._head(session)
+        found: set[bytes] = set()  # SCAN may return a name twice
+        try:
+            for name in self._client.scan_iter(match=head + b"*", count=_BATCH):
+                name = name.encode() if isinstance(name, str) else name
+                # Only head + key is an entry: not another program's name under our prefix.
+                if name.startswith(head) and is_key(name[len(head) :].decode("ascii", "replace")):
+                    found.add(name)
+        except self._errors as error:
+            self._fail("list the session's keys", error)
+        return list(found)
+
+    def _fail(self, doing: str, error: BaseException) -> NoReturn:
+        raise StoreError(f"cannot {doing} in {self.url}: {error}") from error
+
+
+def _parse_ttl(value: str, url: str) -> float:
+    try:
+        return float(value)
+    except ValueError:
+        raise InputError(f"the ttl in {_masked(url)} is not a number of seconds: {value!r}") from None

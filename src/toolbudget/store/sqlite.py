@@ -1,0 +1,262 @@
+"""The embedded durable backend: one SQLite file, shared by threads and processes.
+
+It is for a proxy or a long-lived agent host on one machine: entries survive
+restarts (Headroom lost them on restart, and after 30 minutes), yet the file
+cannot grow without bound (Claude Code's tool-result files are never cleaned
+up). Two limits keep it in check, both over every session:
+
+- a TTL counted from the last access, so an entry a session still recalls
+  stays, and one nobody touched for a week goes;
+- a size cap that evicts the least recently used entries when exceeded.
+
+Expired entries are invisible at once and deleted by the next write. WAL mode
+lets readers and a writer work at the same time; a busy timeout makes writers
+of other processes wait instead of failing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from ..errors import InputError, StoreError
+from .base import DEFAULT_MAX_BYTES, DEFAULT_TTL, Store
+
+__all__ = ["SqliteStore", "default_sqlite_path"]
+
+_SCHEMA_VERSION = 1
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS entries (
+    id INTEGER PRIMARY KEY,
+    session BLOB NOT NULL,
+    key TEXT NOT NULL,
+    size INTEGER NOT NULL,
+    atime REAL NOT NULL,
+    data BLOB NOT NULL,
+    UNIQUE (session, key)
+);
+CREATE INDEX IF NOT EXISTS entries_by_atime ON entries (atime);
+CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
+INSERT OR IGNORE INTO meta (name, value) VALUES ('total_bytes', 0);
+CREATE TRIGGER IF NOT EXISTS entries_added AFTER INSERT ON entries BEGIN
+    UPDATE meta SET value = value + new.size WHERE name = 'total_bytes';
+END;
+CREATE TRIGGER IF NOT EXISTS entries_removed AFTER DELETE ON entries BEGIN
+    UPDATE meta SET value = value - old.size WHERE name = 'total_bytes';
+END;
+"""
+# The data column comes last: SQLite reads a row's columns in order, and the
+# small ones should not sit behind a megabyte of overflow pages.
+
+
+def default_sqlite_path() -> Path:
+    """Where ``sqlite:`` with no path keeps its file: the user's cache dir."""
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(cache) / "toolbudget" / "archive.sqlite"
+
+
+def _session_id(session: str) -> bytes:
+    # The exact id, as bytes: no two ids meet, and lone surrogates are no error.
+    return session.encode("utf-8", "surrogatepass")
+
+
+class SqliteStore(Store):
+    """``sqlite:PATH?ttl=SECONDS&max_bytes=N``.
+
+    ``clock`` replaces :func:`time.time` so tests can move time; ``timeout``
+    is how long a write waits for another process's lock before it fails.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        ttl: float = DEFAULT_TTL,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        clock: Callable[[], float] = time.time,
+        timeout: float = 10.0,
+    ) -> None:
+        super().__init__()
+        if not ttl > 0:
+            raise InputError(f"the sqlite store's ttl must be a positive number of seconds, not {ttl!r}")
+        if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes <= 0:
+            raise InputError(f"the sqlite store's max_bytes must be a positive integer, not {max_bytes!r}")
+        raw = default_sqlite_path() if path is None or os.fspath(path) == "" else os.fspath(path)
+        self.file = Path(os.path.abspath(os.path.expanduser(raw)))
+        self.ttl = float(ttl)
+        self.max_bytes = max_bytes
+        self._clock = clock
+        self._timeout = timeout
+        options = []
+        if self.ttl != DEFAULT_TTL:
+            options.append(f"ttl={self.ttl:g}")
+        if self.max_bytes != DEFAULT_MAX_BYTES:
+            options.append(f"max_bytes={self.max_bytes}")
+        self.url = f"sqlite:{self.file}" + ("?" + "&".join(options) if options else "")
+        # One connection per process, used by one thread at a time.
+        self._lock = threading.Lock()
+        self._conn: sqlite3.Connection | None = None
+        self._pid = os.getpid()
+        with self._lock:
+            self._conn = self._connect()
+
+    # -- the backend ---------------------------------------------------------
+
+    def _put(self, session: str, key: str, data: bytes) -> None:
+        size = len(data)
+        if size > self.max_bytes:
+            raise StoreError(f"an entry of {size} bytes is over the store's cap of {self.max_bytes} bytes")
+        with self._transaction("keep " + key) as conn:
+            now = self._clock()
+            # Purging first means a conflict below can only be with a live entry.
+            conn.execute("DELETE FROM entries WHERE atime < ?", (now - self.ttl,))
+            conn.execute(
+                "INSERT INTO entries (session, key, size, atime, data) VALUES (?, ?, ?, ?, ?)"
+                " ON CONFLICT (session, key) DO UPDATE SET atime = excluded.atime",
+                (_session_id(session), key, size, now, data),
+            )
+            (total,) = conn.execute("SELECT value FROM meta WHERE name = 'total_bytes'").fetchone()
+            if total > self.max_bytes:
+                self._evict(conn, total - self.max_bytes)
+
+    def _get(self, session: str, key: str) -> bytes | None:
+        with self._transaction("read " + key) as conn:
+            now = self._clock()
+            row = conn.execute(
+                "SELECT id, data FROM entries WHERE session = ? AND key = ? AND atime >= ?",
+                (_session_id(session), key, now - self.ttl),
+            ).fetchone()
+            if row is None:
+                return None
+            conn.execute("UPDATE entries SET atime = ? WHERE id = ?", (now, row[0]))
+            data: bytes = row[1]
+            return data
+
+    def _keys(self, session: str) -> list[str]:
+        with self._transaction("list the keys", write=False) as conn:
+            rows = conn.execute(
+                "SELECT key FROM entries WHERE session = ? AND atime >= ?",
+                (_session_id(session), self._clock() - self.ttl),
+            ).fetchall()
+        return [key for (key,) in rows]
+
+    def _drop(self, session: str) -> None:
+        with self._transaction("drop the session") as conn:
+            conn.execute("DELETE FROM entries WHERE session = ?", (_session_id(session),))
+
+    def _close(self) -> None:
+        with self._lock:
+            conn, self._conn = self._conn, None
+            if conn is not None and self._pid == os.getpid():
+                with contextlib.suppress(sqlite3.Error):
+                    conn.close()
+
+    # -- SQLite ----------------------------------------------------------------
+
+    @staticmethod
+    def _evict(conn: sqlite3.Connection, excess: int) -> None:
+        """Delete the least recently used entries, of any session, until ``excess`` bytes are freed."""
+        victims: list[tuple[int]] = []
+        for rowid, size in conn.execute("SELECT id, size FROM entries ORDER BY atime, id"):
+            victims.append((rowid,))
+            excess -= size
+            if excess <= 0:
+                break
+        conn.executemany("DELETE FROM entries WHERE id = ?", victims)
+
+    @contextlib.contextmanager
+    def _transaction(self, doing: str, *, write: bool = True) -> Iterator[sqlite3.Connection]:
+        """One transaction under the lock, with every failure turned into :class:`StoreError`.
+
+        Writes take the write lock up front (``BEGIN IMMEDIATE``): a read that
+        later upgrades can fail with "database is locked" without waiting.
+        """
+        with self._lock:
+            if self._conn is None:
+                raise StoreError(f"the store {self.url} is closed")
+            if self._pid != os.getpid():
+                # A connection must not cross a fork; the parent keeps using its own.
+                self._pid = os.getpid()
+                self._conn = self._connect()
+            conn = self._conn
+            try:
+                conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+                try:
+                    yield conn
+                except BaseException:
+                    if conn.in_transaction:
+                        with contextlib.suppress(sqlite3.Error):
+                            conn.execute("ROLLBACK")
+                    raise
+                conn.execute("COMMIT")
+            except sqlite3.Error as error:
+                if conn.in_transaction:
+                    with contextlib.suppress(sqlite3.Error):
+                        conn.execute("ROLLBACK")
+                raise StoreError(f"cannot {doing} in {self.file}: {error}") from error
+
+    def _connect(self) -> sqlite3.Connection:
+        try:
+            try:
+                self.file.parent.mkdir(mode=0o700, parents=True)
+            except FileExistsError:
+                pass
+            else:
+                os.chmod(self.file.parent, 0o700)  # mkdir honours the umask
+            # Tool outputs can hold secrets: the file is private whatever the
+            # umask, and SQLite gives its -wal and -shm files the same mode.
+            try:
+                fd = os.open(self.file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            except FileExistsError:
+                pass
+            else:
+                try:
+                    if hasattr(os, "fchmod"):
+                        os.fchmod(fd, 0o600)
+                finally:
+                    os.close(fd)
+        except OSError as error:
+            why = error.strerror or error
+            raise StoreError(f"cannot create the store file {self.file}: {why}") from error
+        conn: sqlite3.Connection | None = None
+        try:
+            conn = sqlite3.connect(
+                self.file, timeout=self._timeout, isolation_level=None, check_same_thread=False
+            )
+            conn.execute(f"PRAGMA busy_timeout = {int(self._timeout * 1000)}")
+            conn.execute("PRAGMA journal_mode = WAL")
+            # In WAL mode NORMAL loses at most the last commits on power loss, never the file.
+            conn.execute("PRAGMA synchronous = NORMAL")
+            conn.execute("BEGIN IMMEDIATE")
+            (version,) = conn.execute("PRAGMA user_version").fetchone()
+            if version > _SCHEMA_VERSION:
+                conn.execute("ROLLBACK")
+                conn.close()
+                raise StoreError(
+                    f"{self.file} was written by a newer toolbudget (schema {version}); upgrade toolbudget"
+                )
+            for statement in _statements(_SCHEMA):
+                conn.execute(statement)
+            conn.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
+            conn.execute("COMMIT")
+        except sqlite3.Error as error:
+            if conn is not None:
+                with contextlib.suppress(sqlite3.Error):
+                    conn.close()
+            raise StoreError(f"cannot open the store database {self.file}: {error}") from error
+        return conn
+
+
+def _statements(script: str) -> Iterator[str]:
+    """The statements of ``script``; ``executescript`` would commit our transaction."""
+    statement = ""
+    for line in script.splitlines(keepends=True):
+        statement += line
+        if sqlite3.complete_statement(statement):
+            yield statement.strip()
+            statement = ""
