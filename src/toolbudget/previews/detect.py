@@ -1,0 +1,405 @@
+"""What kind of content a tool result is, from a bounded sample.
+
+Detection reads the first 4 KB and the last 2 KB of the body (inside any
+agent envelope, see :mod:`._envelope`), never the whole text, so it costs
+the same for 5 KB and 5 MB. The rules run in a fixed order, most specific
+first: a structured document (JSON, a diff), then a tool's recognisable
+output (a test runner's, a compiler's, a stack trace), then line shapes
+(numbered file views, grep hits, file listings, tables), then markup and
+source languages by score, and ``text`` when nothing stands out. A pytest
+run with a traceback is ``pytest``; a numbered view of Python code is
+``file-view``.
+
+Each label maps to one preview strategy (:data:`STRATEGY`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Mapping
+from types import MappingProxyType
+
+from ._envelope import split_envelope
+
+__all__ = ["KINDS", "STRATEGY", "detect"]
+
+KINDS = (
+    "json",
+    "yaml",
+    "xml",
+    "html",
+    "csv",
+    "tsv",
+    "table",
+    "diff",
+    "git-log",
+    "python",
+    "go",
+    "javascript",
+    "typescript",
+    "rust",
+    "java",
+    "c",
+    "cpp",
+    "pytest",
+    "unittest",
+    "jest",
+    "go-test",
+    "compiler-errors",
+    "stack-trace",
+    "file-listing",
+    "tree",
+    "grep",
+    "file-view",
+    "markdown",
+    "text",
+)
+
+STRATEGY: Mapping[str, str] = MappingProxyType(
+    {
+        "json": "json",
+        "csv": "table",
+        "tsv": "table",
+        "table": "table",
+        "diff": "diff",
+        "git-log": "diff",  # git log -p; without hunks it falls back to plain
+        "pytest": "log",
+        "unittest": "log",
+        "jest": "log",
+        "go-test": "log",
+        "compiler-errors": "log",
+        "stack-trace": "log",
+        "text": "log-or-plain",  # the log strategy when the sample has error lines
+    }
+)
+"""The strategy of each label; every label not listed previews as ``plain``."""
+
+_HEAD = 4096
+_TAIL = 2048
+_MAX_LINES = 120
+
+_M = re.MULTILINE
+
+
+def _sample(text: str) -> tuple[str, str, list[str]]:
+    """The head, the tail (empty when the head is everything) and the non-blank sample lines."""
+    start, end = split_envelope(text)
+    head = text[start : min(end, start + _HEAD)]
+    tail = text[max(start + _HEAD, end - _TAIL) : end] if end - start > _HEAD else ""
+    head_lines = head.split("\n")
+    if end - start > _HEAD and len(head_lines) > 1:
+        head_lines = head_lines[:-1]  # the last line of the head is cut
+    tail_lines = tail.split("\n")[1:] if tail else []
+    lines = [ln.rstrip("\r") for ln in head_lines[:_MAX_LINES] + tail_lines[-_MAX_LINES // 3 :]]
+    return head, tail, [ln for ln in lines if ln.strip()]
+
+
+def _share(lines: list[str], pattern: re.Pattern[str]) -> float:
+    if not lines:
+        return 0.0
+    return sum(1 for ln in lines if pattern.search(ln)) / len(lines)
+
+
+def _count(pattern: re.Pattern[str], *texts: str) -> int:
+    return sum(len(pattern.findall(t)) for t in texts)
+
+
+# Structured documents.
+_JSON_START = re.compile(r"\s*(?:\{\s*(?:\"|\})|\[\s*(?:[\[{\"\]]|-?\d|true\b|false\b|null\b))")
+_JSON_END = re.compile(r"[}\]]\s*\Z")
+_JSON_STRING = re.compile(r'\s*"[^\n]*\s*\Z')
+_JSONL = re.compile(r"^\{\".*\}\s*$")
+_GIT_LOG = re.compile(r"\A\s*commit [0-9a-f]{7,40}\b.*\n(?:Merge: .*\n)?Author: ")
+_COMMIT = re.compile(r"^commit [0-9a-f]{7,40}\b", _M)
+_ONELINE_LOG = re.compile(r"^[0-9a-f]{7,12} \S")
+_DIFF = re.compile(
+    r"^(?:diff --git |diff -\S* \S|--- \S.*\n\+\+\+ \S"
+    r"|@@ -\d+(?:,\d+)? \+\d+(?:,\d+)? @@)",
+    _M,
+)
+
+# Tool output.
+_PYTEST = re.compile(
+    r"^=+ (?:test session starts|FAILURES|ERRORS|short test summary info|warnings summary) =+"
+    r"|^=+ [^\n]{0,200}?\b(?:passed|failed)\b[^\n]{0,200}? in [\d.]+s[^\n]{0,200}? =+[ \t]*\r?$"
+    r"|^(?:FAILED|ERROR|PASSED) \S+\.py::"
+    r"|^\S+\.py::\S+ (?:PASSED|FAILED|ERROR|SKIPPED)",
+    _M,
+)
+_UNITTEST = re.compile(
+    r"^Ran \d+ tests? in [\d.]+s"
+    r"|^(?:FAIL|ERROR): \w+ \([\w.]+\)"
+    r"|^={40,}\r?\n(?:FAIL|ERROR): "
+    r"|^test result: (?:ok|FAILED)\. \d+ passed"
+    r"|^test \S+ \.\.\. (?:ok|FAILED|ignored)\s*$",
+    _M,
+)
+_JEST = re.compile(
+    r"^[ \t]*(?:PASS|FAIL) \S+\.(?:test|spec)\.[cm]?[jt]sx?\b"
+    r"|^Tests:[ \t]+[^\n]{0,200}?\d+ total|^Test Suites:[ \t]+[^\n]{0,200}?\d+ total",
+    _M,
+)
+_GO_TEST = re.compile(
+    r"^(?:=== RUN\s+Test|--- (?:FAIL|PASS|SKIP): Test|ok  \t\S+\s+[\d.]+s|FAIL\t\S+\s+[\d.]+s|PASS\r?$)", _M
+)
+_DIAGNOSTIC = re.compile(
+    r"^\S+?\.\w{1,6}(?::\d+){1,2}:? (?:fatal )?(?:error|warning|note)\b"
+    r"|^\S+?\.\w{1,6}\(\d+,\d+\): (?:error|warning) \w+"
+    r"|^\S+?\.\w{1,6}:\d+:\d+: [CEWRFI]\d{4}: "
+    r"|^(?:error|warning)(?:\[E\d{4}\])?: [^\n]*\n[ \t]*--> \S+:\d+:\d+"
+    r"|^\S+?\.java:\d+: (?:error|warning): ",
+    _M,
+)
+_PY_TRACE = re.compile(r"^Traceback \(most recent call last\):[ \t]*\r?\n[ \t]+File \"", _M)
+_JAVA_FRAMES = re.compile(r"(?:^[ \t]+at [\w$.<>/]+\([^)\n]*\)[ \t]*\r?\n){2,}", _M)
+_JS_FRAMES = re.compile(r"(?:^[ \t]+at [^\n]{0,300}?:\d+:\d+\)?[ \t]*\r?\n){2,}", _M)
+_GO_PANIC = re.compile(r"^(?:panic: [^\n]*|goroutine \d+ \[[^\]\n]+\]:[ \t]*\r?)$", _M)
+_RUST_PANIC = re.compile(r"^thread '.*' panicked at ", _M)
+
+# Line shapes.
+_NUMBERED = re.compile(r"^\s*\d+(?:→|\t)|^\d+:")
+_GREP_CONTEXT = re.compile(r"^\d+-")
+_GREP = re.compile(
+    r"^(?:[A-Za-z]:)?[\w./@+~-]*[\w@+~-]\.[\w-]{1,12}(?::\d+)?[:-]"
+    r"|^(?:\./)?(?:[\w.@+~-]+/)+[\w.@+~-]+(?::\d+)?:"
+)
+_GREP_NUMBERED = re.compile(r"^(?:[A-Za-z]:)?[^\s:]+:\d+[:-]")
+_LISTING = re.compile(
+    r"^[\w@.+~,=#%/-]+(?: [\w@.+~,=#%/-]+){0,2}/?$"  # a bare path or name, at most two spaces
+    r"|^[-dlcbps][rwxsStT-]{9}[.+@]?\s+\d+"  # ls -l
+    r"|^total \d+$"
+    r"|^[\w@.+~/-]*:$"  # ls -R headers
+)
+_PATHISH = re.compile(r"[/.]")
+_TREE = re.compile(r"[├└]── |│   ")
+_TABLE_HEADER = re.compile(r"^[A-Z%#][A-Z0-9_%#/.()-]*(?:\s+[A-Z%#][A-Z0-9_%#/.()-]*)+\s*$")
+_QUOTED = re.compile(r'"[^"]*"')
+_COLUMNS = re.compile(r"\S\s{2,}\S|\S\t\S")
+
+# Markup.
+_XML = re.compile(r"\A\s*(?:<\?xml|<[A-Za-z][\w:.-]*(?:\s[^>]*)?>)")
+_HTML_START = re.compile(r"\s*(?:<!doctype html|<html\b)", re.IGNORECASE)
+_HTML_TAGS = re.compile(r"<(?:head|body|div|span|p|table|script|a)\b[^>]*>", re.IGNORECASE)
+_YAML_LINE = re.compile(r"^[ \t]*(?:- )?[\w\"'./-]+:(?:[ \t]|$)|^[ \t]*- \S|^---[ \t]*$|^[ \t]*#")
+_MD_HEADING = re.compile(r"^#{1,6} \S", _M)
+_MD_OTHER = re.compile(
+    r"^```|\*\*\S|\[[^\]\n]{1,200}\]\([^)\s]{1,300}\)|^[ \t]*[-*+] \S|^\|[^\n]*\|[ \t]*$|^\d+\. \S|^> \S",
+    _M,
+)
+
+# Source languages, scored over the sample: line shapes (anchored, so cheap) and literal
+# tokens (counted with str.count). Each hit adds the weight to the language's score.
+_LANGUAGE_LINES: tuple[tuple[str, re.Pattern[str], int], ...] = (
+    ("python", re.compile(r"^[ \t]*(?:async )?def \w+\(|^[ \t]*class \w+[(:]", _M), 3),
+    ("python", re.compile(r"^(?:import \w+|from [\w.]+ import )", _M), 3),
+    ("python", re.compile(r"^[ \t]*(?:elif|except|try|finally|with)\b.*:[ \t]*$|^[ \t]*@\w", _M), 1),
+    ("go", re.compile(r"^package \w+[ \t]*$", _M), 5),
+    ("go", re.compile(r"^func [\w(]|^import \($", _M), 2),
+    ("rust", re.compile(r"^[ \t]*(?:pub(?:\(crate\))? )?(?:fn|struct|enum|impl|trait|mod) \w", _M), 2),
+    ("rust", re.compile(r"^use \w+(?:::\w+)+", _M), 3),
+    ("java", re.compile(r"^package [\w.]+;[ \t]*$|^import java\.", _M), 5),
+    ("javascript", re.compile(r"^[ \t]*(?:const|let|var) \w+ = |^[ \t]*module\.exports", _M), 2),
+    (
+        "javascript",
+        re.compile(r"^[ \t]*(?:export (?:default )?)?(?:async )?function\b|^import .* from ['\"]", _M),
+        2,
+    ),
+    ("typescript", re.compile(r"^[ \t]*(?:export )?(?:interface|type) \w+|^import type ", _M), 3),
+    ("c", re.compile(r"^#include [<\"]|^#define \w|^#if(?:n?def)? \w", _M), 3),
+    ("cpp", re.compile(r"^[ \t]*template[ \t]*<|^[ \t]*namespace \w+", _M), 3),
+)
+_LANGUAGE_TOKENS: tuple[tuple[str, str, int], ...] = (
+    ("python", "self.", 1),
+    ("python", '"""', 1),
+    ("go", ":= ", 2),
+    ("go", "err != nil", 2),
+    ("rust", "let mut ", 3),
+    ("rust", "#[derive(", 3),
+    ("rust", "&mut ", 3),
+    ("rust", "impl<", 3),
+    ("java", "@Override", 2),
+    ("java", "public class ", 2),
+    ("java", "private static ", 2),
+    ("javascript", "require(", 2),
+    ("javascript", ") => ", 2),
+    ("typescript", ": string", 3),
+    ("typescript", ": number", 3),
+    ("typescript", ": boolean", 3),
+    ("c", "NULL", 1),
+    ("c", "printf(", 1),
+    ("cpp", "std::", 3),
+    ("cpp", "nullptr", 3),
+)
+_MIN_LANGUAGE = 6
+
+
+def _json(head: str, tail: str, lines: list[str]) -> bool:
+    if _JSON_START.match(head) and _JSON_END.search(tail or head):
+        return True
+    if _JSON_STRING.match(head) and (tail or head).rstrip().endswith('"'):
+        return True  # one long string literal: no raw newline can be inside
+    return len(lines) >= 2 and _share(lines, _JSONL) >= 0.9
+
+
+def _runner(head: str, tail: str) -> str | None:
+    for label, pattern in (
+        ("pytest", _PYTEST),
+        ("jest", _JEST),
+        ("go-test", _GO_TEST),
+        ("unittest", _UNITTEST),
+    ):
+        if pattern.search(head) or pattern.search(tail):
+            return label
+    return None
+
+
+def _trace(head: str, tail: str) -> bool:
+    return any(
+        p.search(head) or p.search(tail)
+        for p in (_PY_TRACE, _JAVA_FRAMES, _JS_FRAMES, _GO_PANIC, _RUST_PANIC)
+    )
+
+
+def _numbered(lines: list[str]) -> str | None:
+    numbered = _share(lines, _NUMBERED)
+    # grep -n -C on one file numbers its lines too, `-` for context, `--` between hits.
+    context = _share(lines, _GREP_CONTEXT)
+    if "--" in lines and context and numbered + context >= 0.6:
+        return "grep"
+    return "file-view" if numbered >= 0.5 else None
+
+
+def _records(lines: list[str]) -> list[str]:
+    """Lines joined into CSV records: a quoted field may hold newlines."""
+    records: list[str] = []
+    current: list[str] = []
+    inside = False
+    for line in lines:
+        current.append(line)
+        if line.count('"') % 2:
+            inside = not inside
+        if not inside:
+            records.append("\n".join(current))
+            current = []
+    return records
+
+
+def _not_rows(records: list[str]) -> bool:
+    """Code or prose that happens to have as many commas on every line."""
+    code = sum(r.rstrip().endswith((";", "{", ")", ":")) for r in records) > len(records) // 4
+    fields = [f for r in records for f in _QUOTED.sub("", r).split(",")]
+    prose = sum(f.strip().count(" ") for f in fields) >= 2 * len(fields)
+    return code or prose
+
+
+def _delimited(lines: list[str]) -> str | None:
+    if len(lines) < 3 or _NUMBERED.match(lines[0]):
+        return None  # a numbered view of a file is a file view, whatever the file holds
+    for label, sep in (("tsv", "\t"), ("csv", ",")):
+        if label == "csv":
+            lines = _records(lines) or lines
+        counts = Counter(_QUOTED.sub("", ln).count(sep) for ln in lines)
+        common, hits = counts.most_common(1)[0]
+        first = _QUOTED.sub("", lines[0]).count(sep)
+        if common >= 1 and first == common and hits >= 0.8 * len(lines):
+            if label == "csv" and _not_rows(lines):
+                return None
+            return label
+    return None
+
+
+def _aligned(lines: list[str]) -> bool:
+    if len(lines) < 3 or not _TABLE_HEADER.match(lines[0]):
+        return False
+    columns = len(lines[0].split())
+    return (
+        columns >= 2
+        and _share(lines[1:], _COLUMNS) >= 0.7
+        and all(len(ln.split()) >= columns - 1 for ln in lines[1:20])
+    )
+
+
+def _listing(lines: list[str]) -> bool:
+    return _share(lines, _LISTING) >= 0.7 and _share(lines, _PATHISH) >= 0.3
+
+
+def _markup(head: str) -> str | None:
+    if _HTML_START.match(head):
+        return "html"
+    if not _XML.match(head):
+        return None
+    if _HTML_TAGS.search(head[:2048]):
+        return "html"
+    return "xml" if "</" in head or "/>" in head else None
+
+
+def _language(head: str, tail: str) -> tuple[str | None, int]:
+    scores = dict.fromkeys(("python", "go", "rust", "java", "javascript", "typescript", "c", "cpp"), 0)
+    for label, pattern, weight in _LANGUAGE_LINES:
+        scores[label] += weight * _count(pattern, head, tail)
+    for label, token, weight in _LANGUAGE_TOKENS:
+        scores[label] += weight * (head.count(token) + tail.count(token))
+    if scores["typescript"]:
+        scores["typescript"] += scores["javascript"]
+    if scores["cpp"]:
+        scores["cpp"] += scores["c"]
+    label, score = max(scores.items(), key=lambda kv: (kv[1], -_ORDER[kv[0]]))
+    return (label, score) if score >= _MIN_LANGUAGE else (None, score)
+
+
+_ORDER = {label: i for i, label in enumerate(KINDS)}
+
+
+def detect(text: str) -> str:
+    """The content kind of ``text``: one of :data:`KINDS`."""
+    head, tail, lines = _sample(text)
+    if not lines:
+        return "text"
+    if _json(head, tail, lines):
+        return "json"
+    # One commit and its patch (git show) is a diff; a run of commits is a log.
+    commits = len(_COMMIT.findall(head))
+    if _GIT_LOG.match(head) and (commits > 1 or not _DIFF.search(head)):
+        return "git-log"
+    if len(lines) >= 3 and _share(lines, _ONELINE_LOG) >= 0.9:
+        return "git-log"
+    if _DIFF.search(head):
+        return "diff"
+    runner = _runner(head, tail)
+    if runner:
+        return runner
+    diagnostics = _count(_DIAGNOSTIC, head, tail)
+    if diagnostics >= 2 or (diagnostics and diagnostics >= len(lines) // 4):
+        return "compiler-errors"
+    if _trace(head, tail):
+        return "stack-trace"
+    delimited = _delimited(lines)
+    if delimited:
+        return delimited
+    numbered = _numbered(lines)
+    if numbered:
+        return numbered
+    if _share(lines, _TREE) >= 0.3:
+        return "tree"
+    if _share(lines, _GREP) >= 0.5 or _share(lines, _GREP_NUMBERED) >= 0.4:
+        return "grep"
+    if _listing(lines):
+        return "file-listing"
+    markup = _markup(head)
+    if markup:
+        return markup
+    if _aligned(lines):
+        return "table"
+    headings = len(_MD_HEADING.findall(head)) + len(_MD_HEADING.findall(tail))
+    markdown = 2 * headings + _count(_MD_OTHER, head, tail)
+    language, score = _language(head, tail)
+    if language and score >= markdown:
+        return language
+    if _share(lines, _YAML_LINE) >= 0.8 and headings <= 1:
+        return "yaml"
+    if (headings and markdown >= 4) or markdown >= 8:
+        return "markdown"
+    if language:
+        return language
+    return "text"
