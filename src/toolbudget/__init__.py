@@ -8,21 +8,27 @@ The public surface is this module; everything else is private and may change.
   :func:`to_request` turns a conversation into the body an agent would send.
 - :func:`detect_api`, :func:`parse` and :func:`render` move between wire bodies
   and the canonical, frozen model.
+- :class:`Session` manages each request: repair, then the budgets of its
+  :class:`Policy`, with every cut archived and recallable through
+  :func:`recall_tool` and :meth:`Session.handle_recall`.
 """
 
 from __future__ import annotations
 
+from .budget import Cut, Unreachable
 from .convert import to_request
 from .errors import (
     EncodingError,
     InputError,
     InvalidJSON,
+    NotFoundError,
     ShapeError,
     StoreError,
     ToolbudgetError,
     TranscriptError,
     UnknownAPIError,
 )
+from .marker import MARKER_RE, RECALL_TOOL
 from .model import (
     Conversation,
     Data,
@@ -37,23 +43,34 @@ from .model import (
     ToolResult,
 )
 from .pairing import SYNTHETIC_TEXT, Repair, Repaired, Violation, repair, validate
+from .policy import Policy
+from .recall import recall_tool
+from .session import Managed, Report, Session
 from .transcripts import Transcript, load_transcript
 from .wire import APIS, convert, detect_api, parse, render
 
 __all__ = [
     "APIS",
+    "MARKER_RE",
+    "RECALL_TOOL",
     "SYNTHETIC_TEXT",
     "Conversation",
+    "Cut",
     "Data",
     "EncodingError",
     "InputError",
     "InvalidJSON",
+    "Managed",
     "Media",
     "Message",
+    "NotFoundError",
     "Opaque",
+    "Policy",
     "Repair",
     "Repaired",
+    "Report",
     "Request",
+    "Session",
     "ShapeError",
     "StoreError",
     "Text",
@@ -65,11 +82,13 @@ __all__ = [
     "Transcript",
     "TranscriptError",
     "UnknownAPIError",
+    "Unreachable",
     "Violation",
     "convert",
     "detect_api",
     "load_transcript",
     "parse",
+    "recall_tool",
     "render",
     "repair",
     "to_request",

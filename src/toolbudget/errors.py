@@ -12,6 +12,7 @@ an exit status, the proxy into an HTTP status)::
     │   ├── ShapeError              JSON of the wrong shape for its API (unknown role, part type...)
     │   ├── UnknownAPIError         no such wire API, or a body whose API cannot be told
     │   └── TranscriptError         a session file that cannot be read as a transcript
+    ├── NotFoundError               no archived original has that key in this session (LookupError)
     └── StoreError                  the archive store failed (disk, database, network)
 
 Errors carry a ``location`` where one is known, written the way providers write
@@ -24,6 +25,7 @@ __all__ = [
     "EncodingError",
     "InputError",
     "InvalidJSON",
+    "NotFoundError",
     "ShapeError",
     "StoreError",
     "ToolbudgetError",
@@ -62,6 +64,10 @@ class UnknownAPIError(InputError):
 
 class TranscriptError(InputError):
     """A session file is not in any transcript format we read, or is damaged."""
+
+
+class NotFoundError(ToolbudgetError, LookupError):
+    """No archived original has that key in this session (or the key is not a key at all)."""
 
 
 class StoreError(ToolbudgetError):

@@ -13,8 +13,19 @@ from typing import Any, Protocol, cast
 from ..errors import UnknownAPIError
 from ..jsonio import to_body
 from ..model import Request
+from ._common import EntryCache
 
-__all__ = ["APIS", "WireModule", "convert", "detect_api", "module", "parse", "render", "resolve_api"]
+__all__ = [
+    "APIS",
+    "EntryCache",
+    "WireModule",
+    "convert",
+    "detect_api",
+    "module",
+    "parse",
+    "render",
+    "resolve_api",
+]
 
 APIS: tuple[str, ...] = ("anthropic", "openai-chat", "openai-responses", "gemini", "bedrock-converse")
 
@@ -43,7 +54,7 @@ _ALIASES = {
 class WireModule(Protocol):
     API: str
 
-    def parse(self, body: Any) -> Request: ...
+    def parse(self, body: Any, cache: EntryCache | None = None) -> Request: ...
 
     def render(self, request: Request) -> dict[str, Any]: ...
 
@@ -65,10 +76,13 @@ def module(api: str) -> WireModule:
     return cast(WireModule, mod)
 
 
-def parse(body: Any, api: str | None = None) -> Request:
-    """Parse a body of ``api`` (told from the body's shape when ``None``)."""
+def parse(body: Any, api: str | None = None, cache: EntryCache | None = None) -> Request:
+    """Parse a body of ``api`` (told from the body's shape when ``None``).
+
+    ``cache`` remembers parsed history entries across calls (see :class:`EntryCache`).
+    """
     body = to_body(body)
-    return module(api or detect_api(body)).parse(body)
+    return module(api or detect_api(body)).parse(body, cache)
 
 
 def render(request: Request, api: str | None = None) -> dict[str, Any]:

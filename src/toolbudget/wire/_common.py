@@ -345,3 +345,48 @@ def tools_for_calls(messages: Iterable[Message]) -> tuple[ToolDef, ...]:
             if isinstance(part, ToolCall) and part.name:
                 names.setdefault(part.name)
     return tuple(ToolDef(name, RECONSTRUCTED_TOOL, {"type": "object"}) for name in names)
+
+
+class EntryCache:
+    """Parsed history entries, by their exact JSON text.
+
+    An agent resends its whole history with every request, so all but the
+    newest entries were parsed before. Keying on the entry's own JSON text
+    (orjson writes it in C, far faster than parsing it again in Python) makes
+    a hit exact: equal text, equal entry. A hit returns the message parsed the
+    first time; its origin is the equal entry of that earlier request.
+    """
+
+    def __init__(self, limit: int = 50_000, measure: Callable[[Message], int] | None = None) -> None:
+        self.limit = limit
+        self.measure = measure
+        self.entries: dict[bytes, Message] = {}
+        self.sizes: dict[int, int] = {}
+        """``measure`` of each cached message, by ``id``: valid while the message is cached."""
+
+    def parse(self, raw: Any, location: str, parse_one: Callable[[Any, str], Message]) -> Message:
+        try:
+            text = orjson.dumps(raw)
+        except TypeError:
+            return parse_one(raw, location)
+        hit = self.entries.get(text)
+        if hit is not None:
+            return hit
+        message = parse_one(raw, location)
+        if len(self.entries) >= self.limit:
+            # Drop the older half; an agent's history only grows at the end.
+            for old in list(self.entries)[: self.limit // 2]:
+                self.sizes.pop(id(self.entries.pop(old)), None)
+        self.entries[text] = message
+        if self.measure is not None:
+            self.sizes[id(message)] = self.measure(message)
+        return message
+
+
+def parse_entry(
+    cache: EntryCache | None, raw: Any, location: str, parse_one: Callable[[Any, str], Message]
+) -> Message:
+    """Parse one history entry, through ``cache`` when there is one."""
+    if cache is None:
+        return parse_one(raw, location)
+    return cache.parse(raw, location, parse_one)

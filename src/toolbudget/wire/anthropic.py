@@ -28,6 +28,7 @@ from ..model import (
     set_origin,
 )
 from ._common import (
+    EntryCache,
     dumps_text,
     expect_dict,
     expect_list,
@@ -35,6 +36,7 @@ from ._common import (
     fill_call_ids,
     merge_runs,
     neutral,
+    parse_entry,
     rest,
     results_first,
     reused,
@@ -93,13 +95,14 @@ _K_BODY = frozenset({"messages", "system", "tools"})
 # --- parse ---------------------------------------------------------------------------
 
 
-def parse(body: Any) -> Request:
+def parse(body: Any, cache: EntryCache | None = None) -> Request:
     """Read a Messages API request body into a :class:`Request`."""
     wire = to_body(body)
     if "messages" not in wire:
         raise ShapeError("an Anthropic Messages body needs a `messages` array")
     messages = tuple(
-        _parse_message(m, f"messages.{i}") for i, m in enumerate(expect_list(wire["messages"], "messages"))
+        parse_entry(cache, m, f"messages.{i}", _parse_message)
+        for i, m in enumerate(expect_list(wire["messages"], "messages"))
     )
     system: tuple[Part, ...] = ()
     form: tuple[str, ...] = ()

@@ -35,6 +35,7 @@ from ..model import (
     text_of,
 )
 from ._common import (
+    EntryCache,
     arguments_text,
     dumps_text,
     expect_dict,
@@ -44,6 +45,7 @@ from ._common import (
     merge_runs,
     neutral,
     opt_str,
+    parse_entry,
     rest,
     rest_with,
     results_first,
@@ -130,13 +132,14 @@ _URL_FIELDS = ("model", "stream")
 # --- parse ---------------------------------------------------------------------------
 
 
-def parse(body: Any) -> Request:
+def parse(body: Any, cache: EntryCache | None = None) -> Request:
     """Read a Converse request body into a :class:`Request`."""
     wire = to_body(body)
     if "messages" not in wire:
         raise ShapeError("a Bedrock Converse body needs a `messages` array")
     messages = tuple(
-        _parse_message(m, f"messages.{i}") for i, m in enumerate(expect_list(wire["messages"], "messages"))
+        parse_entry(cache, m, f"messages.{i}", _parse_message)
+        for i, m in enumerate(expect_list(wire["messages"], "messages"))
     )
     form: list[str] = []
     system: tuple[Part, ...] = ()

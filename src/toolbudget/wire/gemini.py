@@ -40,12 +40,14 @@ from ..model import (
     text_of,
 )
 from ._common import (
+    EntryCache,
     dumps_text,
     expect_dict,
     expect_list,
     expect_str,
     merge_runs,
     neutral,
+    parse_entry,
     rest,
     rest_with,
     results_first,
@@ -112,13 +114,14 @@ def _spell(camel: str, snake: bool) -> str:
 # --- parse ---------------------------------------------------------------------------
 
 
-def parse(body: Any) -> Request:
+def parse(body: Any, cache: EntryCache | None = None) -> Request:
     """Read a ``generateContent`` request body into a :class:`Request`."""
     wire = to_body(body)
     if "contents" not in wire:
         raise ShapeError("a Gemini generateContent body needs a `contents` array")
     messages = tuple(
-        _parse_content(c, f"contents.{i}") for i, c in enumerate(expect_list(wire["contents"], "contents"))
+        parse_entry(cache, c, f"contents.{i}", _parse_content)
+        for i, c in enumerate(expect_list(wire["contents"], "contents"))
     )
     modelled = {"contents"}
     form: list[str] = []

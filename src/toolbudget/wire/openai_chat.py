@@ -34,6 +34,7 @@ from ..model import (
     text_of,
 )
 from ._common import (
+    EntryCache,
     arguments_text,
     data_url_type,
     dumps_text,
@@ -44,6 +45,7 @@ from ._common import (
     merge_runs,
     neutral,
     parse_arguments,
+    parse_entry,
     rest,
     rest_with,
     reused,
@@ -90,13 +92,14 @@ _NO_KEYS: frozenset[str] = frozenset()
 # --- parse ---------------------------------------------------------------------------
 
 
-def parse(body: Any) -> Request:
+def parse(body: Any, cache: EntryCache | None = None) -> Request:
     """Read a Chat Completions request body into a :class:`Request`."""
     wire = to_body(body)
     if "messages" not in wire:
         raise ShapeError("a Chat Completions body needs a `messages` array")
     messages = tuple(
-        _parse_message(m, f"messages.{i}") for i, m in enumerate(expect_list(wire["messages"], "messages"))
+        parse_entry(cache, m, f"messages.{i}", _parse_message)
+        for i, m in enumerate(expect_list(wire["messages"], "messages"))
     )
     tools: tuple[ToolDef, ...] = ()
     form: tuple[str, ...] = ()

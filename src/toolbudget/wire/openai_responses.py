@@ -37,6 +37,7 @@ from ..model import (
     text_of,
 )
 from ._common import (
+    EntryCache,
     arguments_text,
     data_url_type,
     dumps_text,
@@ -46,6 +47,7 @@ from ._common import (
     fill_call_ids,
     neutral,
     parse_arguments,
+    parse_entry,
     rest,
     reused,
     unknown,
@@ -130,7 +132,7 @@ _SUMMARY_SEP = "\n\n"
 # --- parse ---------------------------------------------------------------------------
 
 
-def parse(body: Any) -> Request:
+def parse(body: Any, cache: EntryCache | None = None) -> Request:
     """Read a Responses API request body into a :class:`Request`."""
     wire = to_body(body)
     form: list[str] = []
@@ -143,7 +145,7 @@ def parse(body: Any) -> Request:
         form.append("input:str")
     else:
         items = expect_list(wire["input"], "input")
-        messages = tuple(_parse_item(item, f"input.{i}") for i, item in enumerate(items))
+        messages = tuple(parse_entry(cache, item, f"input.{i}", _parse_item) for i, item in enumerate(items))
     system: tuple[Part, ...] = ()
     if "instructions" in wire:
         instructions = wire["instructions"]

@@ -1,0 +1,324 @@
+"""Per-tool, per-result and per-turn caps on tool results.
+
+The transform is pure apart from the archive: every decision depends only on
+the result's own text, its tool, its turn and the policy. So a result's
+preview, once decided, is the same bytes in every later request, and running
+the transform on its own output changes nothing.
+
+The order of the work:
+
+1. each result over its cap (the tool's own cap, or the per-result cap;
+   errors get at least the error cap) becomes a preview;
+2. then, per assistant turn, while the turn's results are over the turn
+   budget, the largest one that can still shrink is previewed smaller;
+3. a turn that cannot fit even with minimal previews still goes out, and is
+   reported as unreachable: nothing is silently dropped.
+
+The original of every cut goes to the archive first, so each cut can be
+recalled byte for byte. If the archive fails, the result is still cut, but the
+marker says plainly that the rest is lost, and the failure is reported.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+
+from .errors import StoreError
+from .marker import RECALL_TOOL, find_markers, marker_line
+from .model import Data, Message, Part, Request, Text, ToolCall, ToolResult
+from .policy import Policy
+from .previews import Preview, make_preview
+from .wire._common import dumps_text
+
+__all__ = ["MIN_PREVIEW_CHARS", "Archive", "Budgeted", "Cut", "Unreachable", "enforce"]
+
+MIN_PREVIEW_CHARS = 600
+"""The smallest preview the turn budget shrinks a result to: the marker and a little text."""
+
+# Room kept for the marker line on top of the preview's head and tail.
+MARKER_ROOM = 320
+
+
+class Archive:
+    """Where originals go: the session's store, namespaced and keyed.
+
+    ``keep`` returns ``(key, path)``; ``path`` is set for file-backed stores.
+    It raises :class:`StoreError` when the store fails.
+    """
+
+    def key_for(self, text: str) -> str:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def keep(self, text: str) -> tuple[str, str | None]:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def original(self, key: str) -> str | None:  # pragma: no cover - interface
+        """The archived text of ``key``, or ``None``; never raises."""
+        raise NotImplementedError
+
+    memo: dict[tuple[str, int, bool, bool], Preview]
+    """Previews already made, by (key, limit, is_error, stderr kept): a warm session reuses them."""
+
+
+@dataclass(frozen=True, slots=True)
+class Cut:
+    """One result the budget cut."""
+
+    index: int
+    """Message index in the managed request."""
+    call_id: str | None
+    tool: str | None
+    kind: str
+    before: int
+    after: int
+    key: str | None
+    """The recall key; ``None`` when the store failed and the rest is lost."""
+    reason: str
+    """``result_cap`` or ``turn_budget``."""
+
+
+@dataclass(frozen=True, slots=True)
+class Unreachable:
+    """A turn whose results exceed the turn budget even at minimal previews."""
+
+    turn: int
+    chars: int
+    budget: int
+    results: int
+
+
+@dataclass(frozen=True, slots=True)
+class Budgeted:
+    request: Request
+    cuts: tuple[Cut, ...]
+    unreachable: tuple[Unreachable, ...]
+    store_fallbacks: int
+    results_seen: int
+
+
+@dataclass(slots=True)
+class _Slot:
+    """A tool result being budgeted."""
+
+    msg: int
+    part: int
+    result: ToolResult
+    original: str
+    tool: str | None
+    turn: int
+    exempt: bool
+    current: str
+    protected: bool = False
+    cut: Cut | None = None
+
+
+def result_text(result: ToolResult) -> str | None:
+    """The text of a result that a budget can cut, or ``None`` when it has none."""
+    content = result.content
+    if len(content) == 1:
+        only = content[0]
+        if isinstance(only, Text):
+            return only.text
+        if isinstance(only, Data):
+            return dumps_text(only.value)
+        return None
+    texts = [
+        p.text if isinstance(p, Text) else dumps_text(p.value) for p in content if isinstance(p, (Text, Data))
+    ]
+    return "\n".join(texts) if texts else None
+
+
+def _with_text(result: ToolResult, text: str) -> ToolResult:
+    others = tuple(p for p in result.content if not isinstance(p, (Text, Data)))
+    return replace(result, content=(Text(text), *others))
+
+
+def _slots(request: Request, policy: Policy, archive: Archive | None) -> list[_Slot]:
+    """Every tool result with its tool name, the turn it answers, and whether it is exempt.
+
+    A result that is already one of our previews is budgeted from its archived
+    original, so managing a managed history changes nothing, and a tighter
+    policy re-cuts from the original instead of cutting a cut.
+    """
+    calls: dict[str, tuple[str, int]] = {}
+    names_by_turn: dict[int, dict[str, str]] = {}
+    slots: list[_Slot] = []
+    turn = -1
+    prev_assistant = False
+    for i, message in enumerate(request.messages):
+        assistant = message.role == "assistant"
+        if assistant and not prev_assistant:
+            turn = i
+        prev_assistant = assistant
+        for k, part in enumerate(message.parts):
+            if isinstance(part, ToolCall):
+                if part.id is not None:
+                    calls[part.id] = (part.name, turn)
+                names_by_turn.setdefault(turn, {})[part.name] = part.name
+            elif isinstance(part, ToolResult):
+                text = result_text(part)
+                if text is None:
+                    continue
+                found = calls.get(part.call_id) if part.call_id is not None else None
+                tool, owner = found if found else (part.name, turn)
+                original = _original_of(text, archive)
+                slots.append(_Slot(i, k, part, original, tool, owner, policy.exempt(tool), text))
+    if slots:
+        newest = max(s.turn for s in slots)
+        for slot in slots:
+            # A recall answer in the newest turn is never cut, so recall and cut cannot loop.
+            slot.protected = slot.turn == newest and slot.tool == RECALL_TOOL
+    return slots
+
+
+def _original_of(text: str, archive: Archive | None) -> str:
+    if archive is None or "[toolbudget: " not in text:
+        return text
+    keyed = [m for m in find_markers(text) if m.key]
+    if len(keyed) != 1:
+        return text
+    original = archive.original(keyed[0].key or "")
+    return original if original is not None and len(original) > len(text) else text
+
+
+class _Cutter:
+    def __init__(
+        self, policy: Policy, archive: Archive | None, on_store_error: Callable[[StoreError], None]
+    ) -> None:
+        self.policy = policy
+        self.archive = archive
+        self.on_store_error = on_store_error
+        self.fallbacks = 0
+        self.kept: dict[str, tuple[str | None, str | None]] = {}
+
+    def store(self, text: str) -> tuple[str | None, str | None]:
+        """Archive ``text`` once per transform; ``(None, None)`` when the store failed."""
+        known = self.kept.get(text)
+        if known is not None:
+            return known
+        if self.archive is None:
+            entry: tuple[str | None, str | None] = (None, None)
+            self.fallbacks += 1
+        else:
+            try:
+                entry = self.archive.keep(text)
+            except StoreError as exc:
+                self.on_store_error(exc)
+                self.fallbacks += 1
+                entry = (None, None)
+        self.kept[text] = entry
+        return entry
+
+    def preview(self, slot: _Slot, limit: int, reason: str) -> None:
+        """Preview the slot's original within ``limit``.
+
+        A separate stderr section is kept up to the error cap when a result is
+        first cut ("capped separately and more generously"); when the turn
+        budget squeezes further, stderr shrinks with the rest.
+        """
+        original = slot.original
+        key, path = self.store(original)
+        memo = self.archive.memo if self.archive is not None and key is not None else None
+        stderr_limit = self.policy.error_max_chars if reason == "result_cap" else None
+        memo_key = (key or "", limit, slot.result.is_error, stderr_limit is not None)
+        made = memo.get(memo_key) if memo is not None else None
+        if made is None:
+
+            def mark(omitted: int, detail: str) -> str:
+                return marker_line(omitted, len(original), key=key, path=path, detail=detail)
+
+            made = make_preview(
+                original,
+                limit,
+                marker=mark,
+                head_ratio=self.policy.head_ratio,
+                is_error=slot.result.is_error,
+                stderr_limit=stderr_limit,
+            )
+            if memo is not None:
+                memo[memo_key] = made
+        slot.current = made.text
+        slot.cut = Cut(
+            slot.msg, slot.result.call_id, slot.tool, made.kind, len(original), len(made.text), key, reason
+        )
+
+
+def enforce(
+    request: Request,
+    policy: Policy,
+    archive: Archive | None,
+    *,
+    on_store_error: Callable[[StoreError], None] = lambda exc: None,
+) -> Budgeted:
+    """Apply the caps and the turn budget to every tool result of ``request``."""
+    slots = _slots(request, policy, archive)
+    cutter = _Cutter(policy, archive, on_store_error)
+    preview_room = policy.preview_chars + MARKER_ROOM
+    for slot in slots:
+        if slot.protected:
+            continue
+        cap = policy.cap_for(slot.tool, is_error=slot.result.is_error)
+        if len(slot.original) > cap:
+            # Over its cap: a preview of the policy's shape, never larger than the cap.
+            cutter.preview(slot, min(cap, preview_room), "result_cap")
+    unreachable = _turn_budgets(slots, policy, cutter)
+    return Budgeted(
+        _rebuild(request, slots),
+        tuple(s.cut for s in slots if s.cut is not None),
+        tuple(unreachable),
+        cutter.fallbacks,
+        len(slots),
+    )
+
+
+def _turn_budgets(slots: Sequence[_Slot], policy: Policy, cutter: _Cutter) -> list[Unreachable]:
+    budget = policy.turn_budget_chars
+    turns: dict[int, list[_Slot]] = {}
+    for slot in slots:
+        turns.setdefault(slot.turn, []).append(slot)
+    unreachable: list[Unreachable] = []
+    for turn, members in turns.items():
+        total = sum(len(s.current) for s in members)
+        if total <= budget:
+            continue
+        # Largest first; ties broken by position, so the outcome never depends on dict order.
+        order = sorted(
+            (s for s in members if not s.exempt and not s.protected),
+            key=lambda s: (-len(s.current), s.msg, s.part),
+        )
+        for slot in order:
+            excess = total - budget
+            if excess <= 0:
+                break
+            size = len(slot.current)
+            target = max(MIN_PREVIEW_CHARS, size - excess)
+            if target >= size:
+                continue
+            cutter.preview(slot, target, "turn_budget")
+            total += len(slot.current) - size
+        if total > budget:
+            unreachable.append(Unreachable(turn, total, budget, len(members)))
+    return unreachable
+
+
+def _text_now(slot: _Slot) -> str:
+    text = result_text(slot.result)
+    return text if text is not None else ""
+
+
+def _rebuild(request: Request, slots: Sequence[_Slot]) -> Request:
+    changed = [s for s in slots if s.current != _text_now(s)]
+    if not changed:
+        return request
+    by_message: dict[int, dict[int, _Slot]] = {}
+    for slot in changed:
+        by_message.setdefault(slot.msg, {})[slot.part] = slot
+    messages = list(request.messages)
+    for i, parts_to_change in by_message.items():
+        message = messages[i]
+        parts: list[Part] = list(message.parts)
+        for k, slot in parts_to_change.items():
+            parts[k] = _with_text(slot.result, slot.current)
+        messages[i] = Message(message.role, tuple(parts), message.extra, message.form)
+    return replace(request, messages=tuple(messages))

@@ -1,0 +1,296 @@
+"""Session.manage on real histories: caps hold, every cut recalls byte for byte, determinism."""
+
+from __future__ import annotations
+
+import copy
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from toolbudget import load_transcript, to_request, validate, wire
+from toolbudget.budget import MIN_PREVIEW_CHARS, result_text
+from toolbudget.marker import MARKER_RE, find_markers
+from toolbudget.model import Conversation, Message, Text, ToolCall, ToolResult
+from toolbudget.policy import Policy
+from toolbudget.previews._stderr import find_stderr
+from toolbudget.session import Session
+
+APIS = ("anthropic", "openai-chat")
+TIGHT = Policy(
+    result_max_chars=3000,
+    turn_budget_chars=9000,
+    tool_caps={},
+    preview_head_chars=800,
+    preview_tail_chars=300,
+)
+POLICIES = {"default": Policy(), "tight": TIGHT}
+
+
+@pytest.fixture(scope="module")
+def real(trajectories: Path) -> list[tuple[str, Conversation]]:
+    manifest = orjson.loads((trajectories / "manifest.json").read_bytes())
+    out = []
+    for entry in manifest:
+        for conversation in load_transcript(trajectories / entry["file"]).conversations:
+            out.append((f"{entry['file']}#{conversation.id}", conversation))
+    return out
+
+
+def results(body: dict[str, Any], api: str) -> Iterator[tuple[int, ToolResult, str | None]]:
+    """Every tool result with its message index and its tool's name."""
+    request = wire.parse(body, api)
+    names = {p.id: p.name for m in request.messages for p in m.parts if isinstance(p, ToolCall)}
+    for i, message in enumerate(request.messages):
+        for part in message.parts:
+            if isinstance(part, ToolResult):
+                yield i, part, names.get(part.call_id) or part.name
+
+
+def hunks(diff: str) -> list[str]:
+    """The hunks of a unified diff, each as its header line and body lines."""
+    out: list[list[str]] = []
+    for line in diff.split("\n"):
+        if line.startswith("@@"):
+            out.append([line])
+        elif out and line[:1] in (" ", "+", "-", "\\") and not line.startswith(("--- ", "+++ ")):
+            out[-1].append(line)
+        elif out and line:
+            out.append([])
+    return ["\n".join(h) for h in out if h]
+
+
+@pytest.mark.parametrize("api", APIS)
+@pytest.mark.parametrize("policy_name", sorted(POLICIES))
+def test_caps_hold_and_every_cut_recalls_exactly(
+    api: str, policy_name: str, real: list[tuple[str, Conversation]], tmp_path: Path
+) -> None:
+    policy = POLICIES[policy_name]
+    cut_kinds: set[str] = set()
+    cuts = 0
+    for n, (name, conversation) in enumerate(real):
+        body = to_request(conversation, api, model="m")
+        before = copy.deepcopy(body)
+        with Session(f"s{n}", store=f"dir:{tmp_path}", policy=policy) as session:
+            managed = session.manage(body, api)
+            assert body == before, name
+            out = managed.body
+            assert validate(out, api) == [], name
+            originals = {result_text(r) for _, r, _ in results(body, api)}
+            for cut in managed.report.cuts:
+                cut_kinds.add(cut.kind)
+            for i, result, tool in results(out, api):
+                text = result_text(result) or ""
+                cap = policy.cap_for(tool, is_error=result.is_error)
+                # stderr is capped apart, and more generously: up to the error cap on top.
+                allowance = policy.error_max_chars if find_stderr(text, 0, len(text)) else 0
+                assert len(text) <= cap + allowance, (name, i, tool)
+                for marker in find_markers(text):
+                    assert marker.key is not None, name
+                    original = session.original(marker.key)
+                    assert original in originals, (name, i)
+                    assert marker.total == len(original)
+                    cuts += 1
+                if "[toolbudget: " in text:
+                    assert len(MARKER_RE.findall(text)) == 1, (name, i)
+            for cut in managed.report.cuts:
+                if cut.kind == "json":
+                    (result,) = [
+                        r for i, r, _ in results(out, api) if i == cut.index and r.call_id == cut.call_id
+                    ]
+                    orjson.loads(result_text(result) or "")
+                if cut.kind == "diff":
+                    (result,) = [
+                        r for i, r, _ in results(out, api) if i == cut.index and r.call_id == cut.call_id
+                    ]
+                    original = session.original(cut.key or "")
+                    whole = set(hunks(original))
+                    for hunk in hunks(result_text(result) or ""):
+                        assert hunk in whole, (name, hunk[:200])
+            # Managing the managed body changes nothing; the same body gives the same bytes.
+            again = session.manage(out, api)
+            assert orjson.dumps(again.body) == orjson.dumps(out), name
+            assert orjson.dumps(session.manage(body, api).body) == orjson.dumps(out), name
+    assert cuts > 0
+    if policy_name == "tight":
+        assert {"json", "diff"} & cut_kinds, cut_kinds
+
+
+def test_turn_budget_is_enforced_largest_first_and_unreachable_is_reported(tmp_path: Path) -> None:
+    calls = [ToolCall(f"c{i}", "Bash", {"n": i}) for i in range(4)]
+    sizes = [50_000, 30_000, 9_000, 8_000]
+    messages = [Message("user", (Text("go"),)), Message("assistant", tuple(calls))]
+    messages += [
+        Message("tool", (ToolResult(c.id, (Text(f"line of output {j}\n" * (s // 20)),)),))
+        for j, (c, s) in enumerate(zip(calls, sizes, strict=True))
+    ]
+    body = to_request(Conversation("t", "test", tuple(messages)), "anthropic", model="m")
+    policy = Policy(result_max_chars=100_000, turn_budget_chars=30_000)
+    seen: list[Any] = []
+    with Session("budget", store="memory:", policy=policy, on_cut=seen.append) as session:
+        managed = session.manage(body, "anthropic")
+    sizes_after = [len(result_text(r) or "") for _, r, _ in results(managed.body, "anthropic")]
+    assert sum(sizes_after) <= 30_000
+    assert sizes_after[0] < sizes[0]  # the largest went first
+    assert sizes_after[3] == len(
+        result_text(next(r for i, r, _ in results(body, "anthropic") if r.call_id == "c3")) or ""
+    )
+    assert [c.reason for c in managed.report.cuts] and seen == list(managed.report.cuts)
+
+    unreachable: list[Any] = []
+    tiny = Policy(result_max_chars=100_000, turn_budget_chars=1_000)
+    with Session("tiny", store="memory:", policy=tiny, on_budget_unreachable=unreachable.append) as session:
+        managed = session.manage(body, "anthropic")
+    assert len(unreachable) == 1 and unreachable[0].budget == 1_000
+    assert managed.report.budget_unreachable == tuple(unreachable)
+    for _, result, _ in results(managed.body, "anthropic"):
+        assert len(result_text(result) or "") <= MIN_PREVIEW_CHARS
+
+
+def _one_result_body(text: str, *, tool: str = "Bash", is_error: bool = False) -> dict[str, Any]:
+    call = ToolCall("toolu_1", tool, {"command": "x"})
+    messages = (
+        Message("user", (Text("go"),)),
+        Message("assistant", (call,)),
+        Message("tool", (ToolResult("toolu_1", (Text(text),), is_error),)),
+    )
+    return to_request(Conversation("t", "test", messages), "anthropic", model="m")
+
+
+def test_store_failure_still_cuts_and_says_the_rest_is_lost(tmp_path: Path) -> None:
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("x")
+    body = _one_result_body("y\n" * 50_000)
+    with Session("broken", store=f"dir:{blocker}", policy=Policy()) as session:
+        managed = session.manage(body, "anthropic")
+    (_, result, _) = next(results(managed.body, "anthropic"))
+    text = result_text(result) or ""
+    assert len(text) <= 20_000
+    (marker,) = find_markers(text)
+    assert marker.key is None and "cannot be recalled" in text
+    assert managed.report.store_fallbacks == 1 and managed.report.keys_written == ()
+
+
+def test_errors_are_kept_whole_up_to_the_error_cap() -> None:
+    trace = (
+        "Traceback (most recent call last):\n"
+        + '  File "x.py", line 1, in f\n    g()\n' * 900
+        + "ValueError: no\n"
+    )
+    assert 20_000 < len(trace) < 50_000
+    body = _one_result_body(trace, is_error=True)
+    with Session("err", store="memory:") as session:
+        managed = session.manage(body, "anthropic")
+    assert managed.body is body
+    assert managed.report.results_cut == 0
+
+
+def test_the_workspace_goes_when_the_session_closes_unless_kept(tmp_path: Path) -> None:
+    body = _one_result_body("z\n" * 20_000)
+    with Session("gone", store=f"dir:{tmp_path}") as session:
+        key = session.manage(body, "anthropic").report.cuts[0].key
+        path = session.store.path("gone", key or "")
+        assert path is not None and Path(path).read_text() == "z\n" * 20_000
+        assert str(tmp_path) in (result_text(next(results(session.manage(body).body, "anthropic"))[1]) or "")
+    assert not Path(path).exists()
+    kept = Policy(keep_workspace=True)
+    with Session("kept", store=f"dir:{tmp_path}", policy=kept) as session:
+        key = session.manage(body, "anthropic").report.cuts[0].key
+        path = session.store.path("kept", key or "")
+    assert path is not None and Path(path).exists()
+
+
+def test_recall_answers_are_not_cut_while_newest() -> None:
+    from toolbudget.marker import RECALL_TOOL
+
+    body = _one_result_body("r\n" * 30_000, tool=RECALL_TOOL)
+    with Session("recall", store="memory:", policy=Policy(result_max_chars=1000)) as session:
+        assert session.manage(body, "anthropic").body is body
+
+
+def test_other_sessions_and_path_like_keys_are_not_found(tmp_path: Path) -> None:
+    from toolbudget.errors import NotFoundError
+
+    body = _one_result_body("w\n" * 20_000)
+    with Session("a", store=f"dir:{tmp_path}", policy=Policy(keep_workspace=True)) as a:
+        key = a.manage(body, "anthropic").report.cuts[0].key or ""
+        assert a.original(key) == "w\n" * 20_000
+    with Session("b", store=f"dir:{tmp_path}") as b:
+        for bad in (key, "../../etc/passwd", "/etc/passwd", "A" * 32, key[:8]):
+            with pytest.raises(NotFoundError):
+                b.original(bad)
+            assert "not found" in b.handle_recall({"key": bad})
+
+
+_SCRIPT = """
+import sys, orjson
+from toolbudget.session import Session
+from toolbudget.policy import Policy
+body = orjson.loads(sys.stdin.buffer.read())
+policy = Policy(result_max_chars=3000, turn_budget_chars=9000, tool_caps={})
+with Session("proc", store=sys.argv[1], policy=policy) as s:
+    sys.stdout.buffer.write(orjson.dumps(s.manage(body, "anthropic").body))
+"""
+
+
+def test_two_processes_give_the_same_bytes(real: list[tuple[str, Conversation]], tmp_path: Path) -> None:
+    _, conversation = max(real, key=lambda c: len(c[1].messages))
+    body = orjson.dumps(to_request(conversation, "anthropic", model="m"))
+    outs = []
+    for n in range(2):
+        done = subprocess.run(
+            [sys.executable, "-c", _SCRIPT, f"dir:{tmp_path}"],
+            input=body,
+            capture_output=True,
+            check=True,
+            env={**os.environ, "PYTHONHASHSEED": str(n + 1)},
+        )
+        outs.append(done.stdout)
+    assert outs[0] == outs[1] != b""
+    assert b"[toolbudget: omitted" in outs[0]
+
+
+_contents = st.one_of(
+    st.text(alphabet=st.characters(codec="utf-8", exclude_categories=["Cs"]), min_size=0, max_size=4000),
+    st.builds(lambda s, n: (s + "\r\n") * n, st.text(max_size=30), st.integers(0, 400)),
+    st.builds(lambda s: s * 2000, st.sampled_from(["😀", "\U0001d518", "é", "\x00", "a\x00b", "中文"])),
+)
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=_contents, cap=st.integers(200, 5000))
+def test_any_content_is_cut_within_its_cap_and_recalled_exactly(text: str, cap: int) -> None:
+    policy = Policy(
+        result_max_chars=cap, tool_caps={}, preview_head_chars=cap // 2, preview_tail_chars=cap // 4
+    )
+    body = _one_result_body(text)
+    with Session("prop", store="memory:", policy=policy) as session:
+        managed = session.manage(body, "anthropic")
+        (_, result, _) = next(results(managed.body, "anthropic"))
+        shown = result_text(result) or ""
+        assert (
+            len(shown) <= max(cap, len(text) if len(text) <= cap else 0) or shown.count("[toolbudget:") == 1
+        )
+        for marker in find_markers(shown):
+            assert session.original(marker.key or "") == text
+        assert orjson.dumps(session.manage(managed.body, "anthropic").body) == orjson.dumps(managed.body)
+
+
+def test_a_five_megabyte_line() -> None:
+    text = "0123456789" * 500_000
+    with Session("big", store="memory:") as session:
+        managed = session.manage(_one_result_body(text), "anthropic")
+        (_, result, _) = next(results(managed.body, "anthropic"))
+        shown = result_text(result) or ""
+        assert len(shown) <= 20_000
+        (marker,) = find_markers(shown)
+        assert session.original(marker.key or "") == text
+        assert re.search(r"omitted \d+ of 5000000 chars", shown)
