@@ -26,7 +26,7 @@ from toolbudget import (
     validate,
 )
 
-BROKEN = {
+BROKEN: dict[str, Any] = {
     "model": "m",
     "max_tokens": 10,
     "tools": [{"name": "Bash", "input_schema": {"type": "object"}}],
@@ -203,3 +203,49 @@ def test_convert_writes_a_body_for_each_api(tmp_path: Path) -> None:
         body = orjson.loads(done.stdout)
         assert validate(body, api) == []
         assert detect_api(body) == api or api in ("anthropic", "openai-chat")
+
+
+def test_compact_recall_and_clean(tmp_path: Path) -> None:
+    original = "".join(f"{n:05d} some output line\n" for n in range(3000))
+    body = copy.deepcopy(BROKEN)
+    body["messages"][2] = {
+        "role": "user",
+        "content": [{"type": "tool_result", "tool_use_id": "a", "content": original}],
+    }
+    source = tmp_path / "body.json"
+    source.write_bytes(orjson.dumps(body))
+    out = tmp_path / "out.json"
+    report = tmp_path / "report.json"
+    store = f"dir:{tmp_path / 'store'}"
+    done = cli(
+        "compact", str(source), "--session", "cli1", "--store", store, "-o", str(out), "--report", str(report)
+    )
+    assert done.returncode == 0, done.stderr
+    assert b"1 of 1 results cut" in done.stderr
+    data = json.loads(report.read_text())
+    key = data["cuts"][0]["key"]
+    assert data["keys_written"] == [key]
+    shown = orjson.loads(out.read_bytes())["messages"][2]["content"][0]["content"]
+    assert f"<<tb:{key}>>" in shown and len(shown) < len(original)
+
+    whole = cli("recall", key, "--session", "cli1", "--store", store)
+    assert whole.returncode == 0 and whole.stdout == original.encode()
+    page = cli("recall", key, "--session", "cli1", "--store", store, "--lines", "10:12")
+    assert page.stdout.decode().splitlines()[1:4] == [original.splitlines()[i] for i in (9, 10, 11)]
+    found = cli("recall", key, "--session", "cli1", "--store", store, "--grep", "^0299[0-9] ")
+    assert "2991: 02990 some output line" in found.stdout.decode()
+
+    other = cli("recall", key, "--session", "someone-else", "--store", store)
+    assert other.returncode == 1 and b"not found" in other.stderr
+    bad = cli("recall", "../../etc/passwd", "--session", "cli1", "--store", store)
+    assert bad.returncode == 1 and b"not found" in bad.stderr
+
+    cleaned = cli("clean", "--session", "cli1", "--store", store)
+    assert cleaned.returncode == 0 and b"removed 1" in cleaned.stderr
+    assert cli("recall", key, "--session", "cli1", "--store", store).returncode == 1
+
+
+def test_compact_bad_store_url_is_one_line(tmp_path: Path) -> None:
+    source = tmp_path / "body.json"
+    source.write_bytes(orjson.dumps(BROKEN))
+    assert "store" in one_line_error(cli("compact", str(source), "--store", "carrier-pigeon://x")).lower()

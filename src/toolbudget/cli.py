@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from functools import wraps
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
@@ -17,9 +18,13 @@ import click
 
 from . import wire
 from .convert import to_request
-from .errors import InputError, ToolbudgetError
+from .errors import InputError, NotFoundError, ToolbudgetError
 from .jsonio import dumps, to_body
 from .pairing import check_request, repair_request
+from .policy import Policy
+from .recall import parse_query
+from .session import Session
+from .store import open_store
 from .transcripts import load_transcript
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -181,6 +186,101 @@ def convert(
             "(choose with --conversation, or --all)",
             err=True,
         )
+
+
+@main.command()
+@click.argument("source", default="-", metavar="[FILE|-]")
+@click.option("--api", type=API_CHOICE, help="The body's wire API (told from its shape when left out).")
+@click.option("--session", help="The session id (derived from the conversation when left out).")
+@click.option("--store", "store_url", help="Archive store URL: dir:PATH, sqlite:PATH, redis://..., memory:.")
+@click.option("-o", "--output", "out", help="Where to write the managed body (stdout by default).")
+@click.option("--report", type=click.Path(dir_okay=False), help="Write what was done as JSON here.")
+@friendly
+def compact(
+    source: str,
+    api: str | None,
+    session: str | None,
+    store_url: str | None,
+    out: str | None,
+    report: str | None,
+) -> None:
+    """Repair a request body and cut its oversized tool results, keeping every original recallable.
+
+    The workspace is kept after the command ends, so the cuts can be recalled;
+    remove it with `toolbudget clean`.
+    """
+    raw = read_input(source)
+    policy = replace(Policy.load(), keep_workspace=True)
+    with Session(session, store=store_url, policy=policy) as live:
+        managed = live.manage(raw, api)
+    write_output(managed.body if isinstance(managed.body, bytes) else dumps(managed.body), out)
+    r = managed.report
+    if report:
+        Path(report).write_bytes(dumps(r.as_dict(), indent=True))
+    click.echo(
+        f"session {r.session}: {r.results_cut} of {r.results_seen} results cut, "
+        f"{r.chars_before:,} -> {r.chars_after:,} chars "
+        f"(~{r.tokens_before:,} -> ~{r.tokens_after:,} tokens), "
+        f"{len(r.repairs)} repair(s)",
+        err=True,
+    )
+    if r.store_fallbacks:
+        click.echo(
+            f"warning: the store failed for {r.store_fallbacks} result(s); those cuts cannot be recalled",
+            err=True,
+        )
+    for turn in r.budget_unreachable:
+        click.echo(
+            f"warning: the results of turn {turn.turn} need {turn.chars:,} chars, "
+            f"over the {turn.budget:,} budget",
+            err=True,
+        )
+
+
+@main.command()
+@click.argument("key")
+@click.option("--session", required=True, help="The session the key belongs to.")
+@click.option("--store", "store_url", help="Archive store URL (the session workspace by default).")
+@click.option("--lines", help='A line range "A:B" (1-based, inclusive).')
+@click.option("--grep", "pattern", help="Only the lines matching this regular expression.")
+@click.option("--max-chars", type=int, default=None, help="Page size for --lines and --grep.")
+@friendly
+def recall(
+    key: str,
+    session: str,
+    store_url: str | None,
+    lines: str | None,
+    pattern: str | None,
+    max_chars: int | None,
+) -> None:
+    """Print what a cut left out: with no option, the exact original."""
+    policy = replace(Policy.load(), keep_workspace=True)
+    with Session(session, store=store_url, policy=policy) as live:
+        try:
+            if lines is None and pattern is None:
+                sys.stdout.buffer.write(live.original(key).encode("utf-8", "surrogatepass"))
+                sys.stdout.buffer.flush()
+                return
+            query = parse_query({"key": key, "lines": lines, "grep": pattern})
+            click.echo(live.recall(query.key, lines=query.lines, grep=query.grep, max_chars=max_chars))
+        except NotFoundError as exc:
+            click.echo(f"toolbudget: {exc}", err=True)
+            sys.exit(1)
+
+
+@main.command()
+@click.option("--session", required=True, help="The session whose archive to remove.")
+@click.option("--store", "store_url", help="Archive store URL (the session workspace by default).")
+@friendly
+def clean(session: str, store_url: str | None) -> None:
+    """Remove everything a session archived."""
+    store = open_store(store_url or Policy.load().store)
+    try:
+        count = len(store.keys(session))
+        store.drop(session)
+    finally:
+        store.close()
+    click.echo(f"removed {count} archived output(s) of session {session}", err=True)
 
 
 @main.command()

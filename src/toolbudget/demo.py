@@ -17,7 +17,7 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -29,8 +29,11 @@ from . import wire
 from .convert import to_request
 from .errors import ToolbudgetError
 from .jsonio import dumps
+from .marker import find_markers
 from .model import Conversation, ToolCall, ToolResult
 from .pairing import check_request, repair_request
+from .policy import Policy
+from .session import Session
 from .transcripts import discover_sessions, load_transcript
 
 __all__ = ["record_session", "run_demo"]
@@ -64,7 +67,7 @@ def _steps(repo: Path) -> list[Step]:
         Step("Let me look at the latest change in full.", "git show HEAD" if git else "cat pyproject.toml"),
         Step("Where are the public functions defined?", "grep -rn 'def ' src"),
         Step("Which tests does the suite hold?", test_runner, timeout=300),
-        Step("And which packages are installed, as JSON.", f"{python} -m pip list --format=json"),
+        Step("And what exactly is installed, as JSON.", f"{python} -m pip inspect"),
         Step("Let me read the README.", "README.md", tool="Read"),
         Step("Now a slow check; this one may not finish.", "sleep 30", timeout=1.0),
     ]
@@ -263,4 +266,71 @@ def run_demo(out_dir: Path, *, include_own: bool = True) -> None:
     console.print(table)
     for line in examples:
         console.print(f"what the provider would have said, {line}", markup=False, highlight=False)
-    console.print(f"Bodies before and after repair are in {out_dir}{os.sep}")
+    _compact(recorded, out_dir, console)
+    console.print(f"Bodies before and after repair and compaction are in {out_dir}{os.sep}")
+
+
+def _compact(conversation: Conversation, out_dir: Path, console: Console) -> None:
+    """Budget the recorded session, show what was cut, and recall one cut byte for byte."""
+    body = to_request(conversation, "anthropic", model="recorded-by-toolbudget-demo")
+    policy = replace(Policy.load(), keep_workspace=True)
+    store = f"dir:{(out_dir / 'store').resolve()}"
+    with Session("demo", store=store, policy=policy) as session:
+        managed = session.manage(body, "anthropic")
+        report = managed.report
+        (out_dir / "recorded.anthropic.managed.json").write_bytes(dumps(managed.body, indent=True))
+        table = Table(title="compaction (anthropic): results over their cap become previews")
+        for column in ("tool", "kind", "chars before", "chars after", "key"):
+            table.add_column(column)
+        for cut in report.cuts:
+            table.add_row(cut.tool or "?", cut.kind, f"{cut.before:,}", f"{cut.after:,}", cut.key or "(lost)")
+        console.print(table)
+        console.print(
+            f"whole request: {report.chars_before:,} -> {report.chars_after:,} chars, "
+            f"~{report.tokens_before:,} -> ~{report.tokens_after:,} tokens; "
+            f"{report.results_cut} of {report.results_seen} results cut, {len(report.repairs)} repair(s)"
+        )
+        kept = [c for c in report.cuts if c.key]
+        if not kept:
+            return
+        cut = max(kept, key=lambda c: c.before)
+        shown = _shown_result(managed.body, cut.key or "")
+        console.rule(f"what the model sees of the {cut.tool} result ({cut.kind}, {cut.after:,} chars)")
+        console.print(_excerpt(shown), markup=False, highlight=False)
+        console.rule(f"toolbudget_recall(key={cut.key!r}, lines='1:8')")
+        console.print(session.recall(cut.key or "", lines=(1, 8)), markup=False, highlight=False)
+        original = session.original(cut.key or "")
+        exact = original in _original_results(body)
+        console.print(
+            f"recalled original: {len(original):,} chars, byte for byte equal to the tool's output: {exact}"
+        )
+
+
+def _result_blocks(body: dict[str, Any]) -> list[str]:
+    """The text of every tool_result block of an Anthropic body."""
+    out = []
+    for message in body["messages"]:
+        content = message.get("content")
+        for block in content if isinstance(content, list) else ():
+            if block.get("type") == "tool_result":
+                inner = block.get("content") or ""
+                out.append(inner if isinstance(inner, str) else "".join(b.get("text", "") for b in inner))
+    return out
+
+
+def _shown_result(body: dict[str, Any], key: str) -> str:
+    return next((text for text in _result_blocks(body) if key in text), "")
+
+
+def _original_results(body: dict[str, Any]) -> set[str]:
+    return set(_result_blocks(body))
+
+
+def _excerpt(text: str, room: int = 2400) -> str:
+    """Enough of a preview to see its shape on a terminal: its start, its marker, its end."""
+    if len(text) <= room:
+        return text
+    found = find_markers(text)
+    marker = text[found[0].start : found[0].end] if found else ""
+    third = room // 3
+    return f"{text[:third]}\n   ⋮\n{marker}\n   ⋮\n{text[-third:]}"

@@ -1,0 +1,205 @@
+"""Replaying a real session turn by turn, and what prefix caching makes of it.
+
+An agent sends its whole history before every assistant turn. Replaying a
+transcript rebuilds each of those requests, manages it, and measures what a
+provider with prefix caching would bill: the part of a request equal to the
+start of the previous one is read from the cache (0.1 of the base price at
+Anthropic's ratios), the rest is written to it (1.25). That arithmetic is why
+compaction must be scheduled: every change to an old message rewrites
+everything after it.
+
+Prefixes are measured on the prompt as the model reads it (system, then each
+message's text, tool arguments and results, in order), not on JSON bytes, so
+key order or escaping never counts as a cache miss. Tokens are estimated as
+characters / 4.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import wire
+from .convert import to_request
+from .jsonio import dumps
+from .model import Conversation, Data, Media, Opaque, Request, Text, Thinking, ToolCall, ToolResult
+
+__all__ = [
+    "PRICE_BASE",
+    "PRICE_READ",
+    "PRICE_WRITE",
+    "ReplayTotals",
+    "TurnStats",
+    "common_prefix",
+    "prompt_text",
+    "replay_requests",
+    "requests_of",
+    "tally",
+]
+
+PRICE_BASE = 1.0
+PRICE_WRITE = 1.25
+PRICE_READ = 0.1
+
+
+def tokens(chars: int) -> int:
+    return -(-chars // 4)
+
+
+def requests_of(conversation: Conversation) -> Iterator[Conversation]:
+    """The conversation as its agent sent it: the history before each assistant turn.
+
+    A history that ends with results or a user message is a request too (the
+    next one the agent would send).
+    """
+    messages = conversation.messages
+    for i in range(1, len(messages)):
+        if messages[i].role == "assistant" and messages[i - 1].role != "assistant":
+            yield Conversation(
+                conversation.id, conversation.source, messages[:i], conversation.system, conversation.tools
+            )
+    if messages and messages[-1].role != "assistant":
+        yield conversation
+
+
+def prompt_text(request: Request) -> str:
+    """The request as the model reads it, in order, for measuring cached prefixes."""
+    out: list[str] = []
+    for part in request.system:
+        _part_text(part, out)
+    for message in request.messages:
+        out.append(f"\x1e{message.role}\x1f")
+        for part in message.parts:
+            _part_text(part, out)
+    return "".join(out)
+
+
+def _part_text(part: Any, out: list[str]) -> None:
+    if isinstance(part, Text):
+        out.append(part.text)
+    elif isinstance(part, ToolResult):
+        out.append(f"\x1dresult {part.call_id}\x1f")
+        for inner in part.content:
+            _part_text(inner, out)
+    elif isinstance(part, ToolCall):
+        out.append(f"\x1dcall {part.id} {part.name}\x1f")
+        out.append(part.arguments_json if part.arguments_json is not None else dumps(part.arguments).decode())
+    elif isinstance(part, Thinking):
+        out.append(part.text or part.signature or "")
+    elif isinstance(part, Data):
+        out.append(dumps(part.value).decode())
+    elif isinstance(part, (Media, Opaque)):
+        out.append(f"\x1d{type(part).__name__}\x1f")
+
+
+def common_prefix(a: str, b: str) -> int:
+    """Length of the common prefix of two strings, by halving (comparisons run in C)."""
+    n = min(len(a), len(b))
+    if a[:n] == b[:n]:
+        return n
+    low, high = 0, n  # a[:low] == b[:low] and a[:high] != b[:high]
+    while high - low > 1:
+        mid = (low + high) // 2
+        if a[low:mid] == b[low:mid]:
+            low = mid
+        else:
+            high = mid
+    return low
+
+
+@dataclass(frozen=True, slots=True)
+class TurnStats:
+    """One request of a replay."""
+
+    turn: int
+    chars: int
+    tokens: int
+    prefix_chars: int
+    prefix_tokens: int
+    cuts: int
+    stable: bool
+    """Whether this request extends the previous one: all of it is a cached prefix."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayTotals:
+    """A whole session under prefix caching."""
+
+    requests: int
+    tokens_sent: int
+    cache_read: int
+    cache_write: int
+    stable_requests: int
+    final_tokens: int
+    turns: tuple[TurnStats, ...] = field(repr=False, default=())
+
+    @property
+    def billed(self) -> float:
+        """Billed-equivalent input tokens: reads at 0.1, writes at 1.25 (base 1.0 = no cache at all)."""
+        return PRICE_READ * self.cache_read + PRICE_WRITE * self.cache_write
+
+    @property
+    def stability(self) -> float:
+        """The share of requests (after the first) whose cached prefix was the whole previous request."""
+        later = self.requests - 1
+        return self.stable_requests / later if later > 0 else 1.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "requests": self.requests,
+            "tokens_sent": self.tokens_sent,
+            "cache_read_tokens": self.cache_read,
+            "cache_write_tokens": self.cache_write,
+            "billed_equivalent": round(self.billed, 1),
+            "prefix_stable_requests": self.stable_requests,
+            "prefix_stability": round(self.stability, 4),
+            "final_tokens": self.final_tokens,
+        }
+
+
+def tally(texts: list[tuple[str, int]]) -> ReplayTotals:
+    """Totals for a sequence of (prompt text, cuts) requests, in order.
+
+    A request is stable when the previous request's whole prompt is its prefix:
+    then everything sent before is read from the cache.
+    """
+    stats: list[TurnStats] = []
+    previous = ""
+    read = write = sent = stable = 0
+    for turn, (text, cuts) in enumerate(texts):
+        prefix = common_prefix(previous, text) if previous else 0
+        whole = bool(previous) and prefix == len(previous)
+        stats.append(TurnStats(turn, len(text), tokens(len(text)), prefix, tokens(prefix), cuts, whole))
+        read += tokens(prefix)
+        write += tokens(len(text)) - tokens(prefix)
+        sent += tokens(len(text))
+        stable += whole
+        previous = text
+    final = stats[-1].tokens if stats else 0
+    return ReplayTotals(len(stats), sent, read, write, stable, final, tuple(stats))
+
+
+Manager = Callable[[dict[str, Any]], tuple[dict[str, Any], int]]
+"""Manages one request body; returns the body to send and how many results it cut."""
+
+
+def replay_requests(
+    conversation: Conversation,
+    api: str,
+    manage: Manager | None,
+    *,
+    emit: Callable[[int, dict[str, Any]], None] | None = None,
+    model: str | None = None,
+) -> ReplayTotals:
+    """Send every request of ``conversation`` through ``manage`` (``None``: unmanaged) and tally."""
+    texts: list[tuple[str, int]] = []
+    for n, prefix in enumerate(requests_of(conversation)):
+        body = to_request(prefix, api, model=model or "replay")
+        cuts = 0
+        if manage is not None:
+            body, cuts = manage(body)
+        if emit is not None:
+            emit(n, body)
+        texts.append((prompt_text(wire.parse(body, api)), cuts))
+    return tally(texts)
