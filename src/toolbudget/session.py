@@ -170,6 +170,8 @@ class _Last:
     policy: Policy
     out: dict[str, Any] | None
     report: Report
+    repeat_report: Report
+    """The report of answering it again: nothing new was written."""
 
 
 def _same_request(a: Request, b: Request) -> bool:
@@ -303,12 +305,12 @@ class Session:
         out: dict[str, Any] | None
         if last is not None and last.policy is self.policy and _same_request(last.request, request):
             # The same history again (a retry, or the same body twice): the same answer.
-            report = replace(last.report, keys_written=())
+            report = last.repeat_report
             out = last.out
         else:
             fixed, report = self._pipeline(request)
             out = None if fixed is request else wire.render(fixed)
-            self._last = _Last(request, self.policy, out, report)
+            self._last = _Last(request, self.policy, out, report, replace(report, keys_written=()))
         if out is None:
             return Managed(body, report)
         if isinstance(body, (bytes, bytearray, memoryview)):

@@ -361,6 +361,8 @@ class EntryCache:
         self.limit = limit
         self.measure = measure
         self.entries: dict[bytes, Message] = {}
+        self.values: dict[bytes, Any] = {}
+        """Other parsed parts of a body (tool lists), by a tag and their JSON text."""
         self.sizes: dict[int, int] = {}
         """``measure`` of each cached message, by ``id``: valid while the message is cached."""
 
@@ -381,6 +383,22 @@ class EntryCache:
         if self.measure is not None:
             self.sizes[id(message)] = self.measure(message)
         return message
+
+
+def cached(cache: EntryCache | None, tag: bytes, raw: Any, build: Callable[[], T]) -> T:
+    """``build()``, remembered in ``cache`` under ``tag`` and the JSON text of ``raw``."""
+    if cache is None:
+        return build()
+    try:
+        key = tag + b"\x00" + orjson.dumps(raw)
+    except TypeError:
+        return build()
+    hit = cache.values.get(key)
+    if hit is None:
+        if len(cache.values) >= 1024:
+            cache.values.clear()
+        hit = cache.values[key] = build()
+    return hit
 
 
 def parse_entry(

@@ -29,6 +29,7 @@ from ..model import (
 )
 from ._common import (
     EntryCache,
+    cached,
     dumps_text,
     expect_dict,
     expect_list,
@@ -115,7 +116,14 @@ def parse(body: Any, cache: EntryCache | None = None) -> Request:
             form = ("system",)
     tools: tuple[ToolDef, ...] = ()
     if "tools" in wire:
-        tools = tuple(_parse_tool(t, f"tools.{i}") for i, t in enumerate(expect_list(wire["tools"], "tools")))
+        tools = cached(
+            cache,
+            b"tools",
+            wire["tools"],
+            lambda: tuple(
+                _parse_tool(t, f"tools.{i}") for i, t in enumerate(expect_list(wire["tools"], "tools"))
+            ),
+        )
         form += ("tools",)
     request = Request(API, messages, system, tools, rest(wire, _K_BODY), form)
     return set_origin(request, API, wire)

@@ -37,6 +37,7 @@ from ..model import (
 from ._common import (
     EntryCache,
     arguments_text,
+    cached,
     dumps_text,
     expect_dict,
     expect_list,
@@ -151,7 +152,12 @@ def parse(body: Any, cache: EntryCache | None = None) -> Request:
     config = wire.get("toolConfig")
     if isinstance(config, dict) and "tools" in config:
         entries = expect_list(config["tools"], "toolConfig.tools")
-        tools = tuple(_parse_tool(t, f"toolConfig.tools.{i}") for i, t in enumerate(entries))
+        tools = cached(
+            cache,
+            b"tools",
+            entries,
+            lambda: tuple(_parse_tool(t, f"toolConfig.tools.{i}") for i, t in enumerate(entries)),
+        )
         form.append("tools")
         # The rest of toolConfig (toolChoice) stays in extra, under its own key.
         extra = rest_with(wire, _K_BODY, "toolConfig", config, _K_TOOLS)

@@ -41,6 +41,7 @@ from ..model import (
 )
 from ._common import (
     EntryCache,
+    cached,
     dumps_text,
     expect_dict,
     expect_list,
@@ -144,7 +145,9 @@ def parse(body: Any, cache: EntryCache | None = None) -> Request:
     if "tools" in wire:
         modelled.add("tools")
         form.append("tools")
-        tools = _parse_tools(expect_list(wire["tools"], "tools"))
+        tools = cached(
+            cache, b"tools", wire["tools"], lambda: _parse_tools(expect_list(wire["tools"], "tools"))
+        )
     if nested is not None:
         extra = rest_with(wire, frozenset(modelled), nested[0], nested[1], _K_PARTS)
     else:

@@ -36,6 +36,7 @@ from ..model import (
 from ._common import (
     EntryCache,
     arguments_text,
+    cached,
     data_url_type,
     dumps_text,
     expect_dict,
@@ -104,7 +105,14 @@ def parse(body: Any, cache: EntryCache | None = None) -> Request:
     tools: tuple[ToolDef, ...] = ()
     form: tuple[str, ...] = ()
     if "tools" in wire:
-        tools = tuple(_parse_tool(t, f"tools.{i}") for i, t in enumerate(expect_list(wire["tools"], "tools")))
+        tools = cached(
+            cache,
+            b"tools",
+            wire["tools"],
+            lambda: tuple(
+                _parse_tool(t, f"tools.{i}") for i, t in enumerate(expect_list(wire["tools"], "tools"))
+            ),
+        )
         form = ("tools",)
     request = Request(API, messages, (), tools, rest(wire, _K_BODY), form)
     return set_origin(request, API, wire)

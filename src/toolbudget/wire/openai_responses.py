@@ -39,6 +39,7 @@ from ..model import (
 from ._common import (
     EntryCache,
     arguments_text,
+    cached,
     data_url_type,
     dumps_text,
     expect_dict,
@@ -156,7 +157,14 @@ def parse(body: Any, cache: EntryCache | None = None) -> Request:
             form.append("instructions")
     tools: tuple[ToolDef, ...] = ()
     if "tools" in wire:
-        tools = tuple(_parse_tool(t, f"tools.{i}") for i, t in enumerate(expect_list(wire["tools"], "tools")))
+        tools = cached(
+            cache,
+            b"tools",
+            wire["tools"],
+            lambda: tuple(
+                _parse_tool(t, f"tools.{i}") for i, t in enumerate(expect_list(wire["tools"], "tools"))
+            ),
+        )
         form.append("tools")
     request = Request(API, messages, system, tools, rest(wire, _K_BODY), tuple(form))
     return set_origin(request, API, wire)
