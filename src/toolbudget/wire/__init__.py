@@ -70,10 +70,16 @@ def resolve_api(api: str) -> str:
     return name
 
 
+_LOADED: dict[str, WireModule] = {}
+
+
 def module(api: str) -> WireModule:
     """The wire module of an API."""
-    mod: ModuleType = importlib.import_module(f"{__name__}.{_MODULES[resolve_api(api)]}")
-    return cast(WireModule, mod)
+    loaded = _LOADED.get(api)
+    if loaded is None:
+        mod: ModuleType = importlib.import_module(f"{__name__}.{_MODULES[resolve_api(api)]}")
+        loaded = _LOADED[api] = cast(WireModule, mod)
+    return loaded
 
 
 def parse(body: Any, api: str | None = None, cache: EntryCache | None = None) -> Request:

@@ -112,7 +112,14 @@ def parse(body: Any, cache: EntryCache | None = None) -> Request:
         if isinstance(raw, str):
             system, form = (Text(raw),), ("system:str",)
         else:
-            system = tuple(_parse_block(b, f"system.{i}") for i, b in enumerate(expect_list(raw, "system")))
+            system = cached(
+                cache,
+                b"system",
+                raw,
+                lambda: tuple(
+                    _parse_block(b, f"system.{i}") for i, b in enumerate(expect_list(raw, "system"))
+                ),
+            )
             form = ("system",)
     tools: tuple[ToolDef, ...] = ()
     if "tools" in wire:
