@@ -24,6 +24,17 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
+from .compaction import (
+    EXEC_TOOLS,
+    LEVEL_PREVIEW,
+    LEVEL_SUMMARY,
+    WRITE_TOOLS,
+    Schedule,
+    SlotInfo,
+    error_lines,
+    exit_status,
+    summary_detail,
+)
 from .errors import StoreError
 from .marker import RECALL_TOOL, find_markers, marker_line
 from .model import Data, Message, Part, Request, Text, ToolCall, ToolResult
@@ -57,8 +68,8 @@ class Archive:
         """The archived text of ``key``, or ``None``; never raises."""
         raise NotImplementedError
 
-    memo: dict[tuple[str, int, bool, bool], Preview]
-    """Previews already made, by (key, limit, is_error, stderr kept): a warm session reuses them."""
+    memo: dict[tuple[str, int, bool, bool, bool], Preview]
+    """Previews already made, by key, limit and how they were made: a warm session reuses them."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +106,8 @@ class Budgeted:
     unreachable: tuple[Unreachable, ...]
     store_fallbacks: int
     results_seen: int
+    event: bool = False
+    """A compaction event fired at this request (the compacted form changed)."""
 
 
 @dataclass(slots=True)
@@ -109,6 +122,8 @@ class _Slot:
     turn: int
     exempt: bool
     current: str
+    turn_no: int = 0
+    call: ToolCall | None = None
     protected: bool = False
     cut: Cut | None = None
 
@@ -141,29 +156,33 @@ def _slots(request: Request, policy: Policy, archive: Archive | None) -> list[_S
     original, so managing a managed history changes nothing, and a tighter
     policy re-cuts from the original instead of cutting a cut.
     """
-    calls: dict[str, tuple[str, int]] = {}
-    names_by_turn: dict[int, dict[str, str]] = {}
+    calls: dict[str, tuple[ToolCall, int, int]] = {}
     slots: list[_Slot] = []
     turn = -1
+    turn_no = -1
     prev_assistant = False
     for i, message in enumerate(request.messages):
         assistant = message.role == "assistant"
         if assistant and not prev_assistant:
             turn = i
+            turn_no += 1
         prev_assistant = assistant
         for k, part in enumerate(message.parts):
             if isinstance(part, ToolCall):
                 if part.id is not None:
-                    calls[part.id] = (part.name, turn)
-                names_by_turn.setdefault(turn, {})[part.name] = part.name
+                    calls[part.id] = (part, turn, turn_no)
             elif isinstance(part, ToolResult):
                 text = result_text(part)
                 if text is None:
                     continue
                 found = calls.get(part.call_id) if part.call_id is not None else None
-                tool, owner = found if found else (part.name, turn)
+                call, owner, owner_no = found if found else (None, turn, turn_no)
+                tool = call.name if call is not None else part.name
                 original = _original_of(text, archive)
-                slots.append(_Slot(i, k, part, original, tool, owner, policy.exempt(tool), text))
+                # Work from the original: a managed body is managed as if it were the original.
+                slots.append(
+                    _Slot(i, k, part, original, tool, owner, policy.exempt(tool), original, owner_no, call)
+                )
     if slots:
         newest = max(s.turn for s in slots)
         for slot in slots:
@@ -215,13 +234,16 @@ class _Cutter:
 
         A separate stderr section is kept up to the error cap when a result is
         first cut ("capped separately and more generously"); when the turn
-        budget squeezes further, stderr shrinks with the rest.
+        budget squeezes further, or compaction shrinks an old result, stderr
+        shrinks with the rest.
         """
         original = slot.original
         key, path = self.store(original)
         memo = self.archive.memo if self.archive is not None and key is not None else None
         stderr_limit = self.policy.error_max_chars if reason == "result_cap" else None
-        memo_key = (key or "", limit, slot.result.is_error, stderr_limit is not None)
+        compacting = reason == COMPACT_PREVIEW
+        ratio = self.policy.microcompact_head_ratio if compacting else self.policy.head_ratio
+        memo_key = (key or "", limit, slot.result.is_error, stderr_limit is not None, compacting)
         made = memo.get(memo_key) if memo is not None else None
         if made is None:
 
@@ -232,16 +254,45 @@ class _Cutter:
                 original,
                 limit,
                 marker=mark,
-                head_ratio=self.policy.head_ratio,
+                head_ratio=ratio,
                 is_error=slot.result.is_error,
                 stderr_limit=stderr_limit,
             )
             if memo is not None:
                 memo[memo_key] = made
-        slot.current = made.text
+        self._set(slot, made.text, made.kind, key, reason)
+
+    def summarize(self, slot: _Slot) -> None:
+        """The one-line form of an old result: what ran on what, how long, what kind, its exit status.
+
+        Errors, and the output of exec and write tools, keep their error lines
+        under the marker.
+        """
+        original = slot.original
+        key, path = self.store(original)
+        keeps_errors = _keeps_errors(slot)
+        status = exit_status(original) if keeps_errors else None
+        errors = error_lines(original) if keeps_errors else []
+        kept = sum(len(line) + 1 for line in errors)
+        detail = summary_detail(slot.tool, slot.call, original, status)
+        line = marker_line(max(0, len(original) - kept), len(original), key=key, path=path, detail=detail)
+        text = "\n".join([line, *errors])
+        if len(text) < len(slot.current):
+            self._set(slot, text, "summary", key, COMPACT_SUMMARY)
+
+    def _set(self, slot: _Slot, text: str, kind: str, key: str | None, reason: str) -> None:
+        slot.current = text
         slot.cut = Cut(
-            slot.msg, slot.result.call_id, slot.tool, made.kind, len(original), len(made.text), key, reason
+            slot.msg, slot.result.call_id, slot.tool, kind, len(slot.original), len(text), key, reason
         )
+
+
+COMPACT_PREVIEW = "compaction_preview"
+COMPACT_SUMMARY = "compaction_summary"
+
+
+def _keeps_errors(slot: _Slot) -> bool:
+    return slot.result.is_error or slot.tool in EXEC_TOOLS or slot.tool in WRITE_TOOLS
 
 
 def enforce(
@@ -249,9 +300,15 @@ def enforce(
     policy: Policy,
     archive: Archive | None,
     *,
+    schedule: Schedule | None = None,
+    sizes: Sequence[int] | None = None,
     on_store_error: Callable[[StoreError], None] = lambda exc: None,
 ) -> Budgeted:
-    """Apply the caps and the turn budget to every tool result of ``request``."""
+    """Apply the caps, compaction and the turn budget to every tool result of ``request``.
+
+    ``schedule`` decides the compaction levels (none without one); ``sizes``
+    are the characters of each message, known from the caller's caches.
+    """
     slots = _slots(request, policy, archive)
     cutter = _Cutter(policy, archive, on_store_error)
     preview_room = policy.preview_chars + MARKER_ROOM
@@ -262,6 +319,9 @@ def enforce(
         if len(slot.original) > cap:
             # Over its cap: a preview of the policy's shape, never larger than the cap.
             cutter.preview(slot, min(cap, preview_room), "result_cap")
+    event = False
+    if schedule is not None and policy.compaction != "off" and slots:
+        event = _compact(request, slots, policy, cutter, schedule, sizes)
     unreachable = _turn_budgets(slots, policy, cutter)
     return Budgeted(
         _rebuild(request, slots),
@@ -269,7 +329,53 @@ def enforce(
         tuple(unreachable),
         cutter.fallbacks,
         len(slots),
+        event,
     )
+
+
+def _compact(
+    request: Request,
+    slots: Sequence[_Slot],
+    policy: Policy,
+    cutter: _Cutter,
+    schedule: Schedule,
+    sizes: Sequence[int] | None,
+) -> bool:
+    """Shrink old results to the levels the schedule gives; say whether an event fired now."""
+    infos = [
+        SlotInfo(
+            s.msg,
+            s.turn_no,
+            len(s.original),
+            len(s.original) > policy.microcompact_min_chars and not s.exempt and not s.protected,
+            _keeps_errors(s),
+        )
+        for s in slots
+    ]
+    message_sizes = list(sizes) if sizes is not None else [_rough_size(m) for m in request.messages]
+    for slot in slots:
+        # Place results as sent before compaction: after their caps, whatever the body held.
+        message_sizes[slot.msg] += len(slot.current) - len(_text_now(slot))
+    levels = schedule.levels(request, infos, message_sizes, policy)
+    limit = policy.microcompact_head_chars + policy.microcompact_tail_chars + MARKER_ROOM
+    for slot, level in zip(slots, levels, strict=True):
+        if level == LEVEL_SUMMARY:
+            cutter.summarize(slot)
+        elif level == LEVEL_PREVIEW and len(slot.original) > limit and len(slot.current) > limit:
+            cutter.preview(slot, limit, COMPACT_PREVIEW)
+    return schedule.fired_now
+
+
+def _rough_size(message: Message) -> int:
+    total = 0
+    for part in message.parts:
+        if isinstance(part, Text):
+            total += len(part.text)
+        elif isinstance(part, ToolResult):
+            total += len(result_text(part) or "")
+        elif isinstance(part, ToolCall):
+            total += len(part.arguments_json or "") or 40
+    return total
 
 
 def _turn_budgets(slots: Sequence[_Slot], policy: Policy, cutter: _Cutter) -> list[Unreachable]:

@@ -284,6 +284,57 @@ def clean(session: str, store_url: str | None) -> None:
 
 
 @main.command()
+@click.argument("transcript", type=click.Path(dir_okay=False))
+@click.option(
+    "--api", type=API_CHOICE, default="anthropic", show_default=True, help="The wire API to replay as."
+)
+@click.option("--session", help="The session id (derived from the conversation when left out).")
+@click.option("--store", "store_url", help="Archive store URL (memory: by default for a replay).")
+@click.option(
+    "--emit", "emit_dir", type=click.Path(file_okay=False), help="Write each managed body to DIR/NNNN.json."
+)
+@click.option(
+    "--report", type=click.Path(dir_okay=False), help="Write per-turn numbers and totals as JSON here."
+)
+@click.option(
+    "--compaction",
+    type=click.Choice(("cache-aware", "eager", "off")),
+    help="The compaction schedule (the policy's, cache-aware by default).",
+)
+@click.option("--conversation", "which", help="Which conversation of the file (its id or index).")
+@friendly
+def replay(
+    transcript: str,
+    api: str,
+    session: str | None,
+    store_url: str | None,
+    emit_dir: str | None,
+    report: str | None,
+    compaction: str | None,
+    which: str | None,
+) -> None:
+    """Walk a real transcript turn by turn, managing each request, and tally prefix caching."""
+    from .replay import replay_session
+
+    loaded = load_transcript(transcript)
+    conversation = _choose(loaded.conversations, which, transcript)
+    policy = Policy.load()
+    if compaction:
+        policy = replace(policy, compaction=compaction)
+    outcome = replay_session(
+        conversation,
+        api,
+        policy,
+        session=session,
+        store=store_url or "memory:",
+        emit=Path(emit_dir) if emit_dir else None,
+    )
+    click.echo(outcome.table(), nl=False)
+    if report:
+        Path(report).write_bytes(dumps(outcome.as_dict(), indent=True))
+
+
+@main.command()
 @click.option("--dir", "directory", default="example", show_default=True, help="Where to write the example.")
 @click.option("--own/--no-own", default=True, help="Also process your newest own agent session, if any.")
 @friendly

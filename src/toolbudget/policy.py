@@ -104,13 +104,45 @@ class Policy:
     recall_max_chars: int = 8_000
     """The page size of a recall answer."""
 
+    microcompact_truncate_turns: int = 2
+    """Age (assistant turns since the call) at which an old result becomes a head-and-tail preview."""
+    microcompact_summarize_turns: int = 4
+    """Age at which an old result becomes a one-line summary."""
+    microcompact_min_chars: int = 3_000
+    """Only results whose original is longer than this are compacted."""
+    microcompact_head_chars: int = 2_000
+    microcompact_tail_chars: int = 500
+    compaction: str = "cache-aware"
+    """``cache-aware`` (compact in batches the cache can afford), ``eager`` (every turn), or ``off``."""
+    compact_clear_at_least: int = 4_000
+    """The fewest characters a compaction event must reclaim (a floor under the cost model)."""
+    compact_high_watermark: float = 0.8
+    """Share of the context window at which an event fires whatever the cost."""
+    compact_low_watermark: float = 0.6
+    """Share of the context window an event brings the history down to."""
+    context_window_tokens: int | None = None
+    """The model's window; known per model name when left out."""
+
     def __post_init__(self) -> None:
         for name in ("result_max_chars", "turn_budget_chars", "error_max_chars", "recall_max_chars"):
             if getattr(self, name) < 1:
                 raise InputError(f"{name} must be a positive number of characters, not {getattr(self, name)}")
-        for name in ("preview_head_chars", "preview_tail_chars"):
+        for name in (
+            "preview_head_chars",
+            "preview_tail_chars",
+            "microcompact_head_chars",
+            "microcompact_tail_chars",
+        ):
             if getattr(self, name) < 0:
                 raise InputError(f"{name} cannot be negative")
+        if self.compaction not in COMPACTION_MODES:
+            raise InputError(
+                f"compaction must be one of {', '.join(COMPACTION_MODES)}, not {self.compaction!r}"
+            )
+        if not 0 < self.compact_low_watermark <= self.compact_high_watermark <= 1:
+            raise InputError("the compaction watermarks must satisfy 0 < low <= high <= 1")
+        if self.microcompact_summarize_turns < self.microcompact_truncate_turns:
+            raise InputError("microcompact_summarize_turns must not be below microcompact_truncate_turns")
         if not isinstance(self.tool_caps, MappingProxyType):
             object.__setattr__(self, "tool_caps", MappingProxyType(dict(self.tool_caps)))
         exempt = frozenset(self.exempt_tools) | {RECALL_TOOL}
@@ -135,6 +167,11 @@ class Policy:
         return self.preview_head_chars + self.preview_tail_chars
 
     @property
+    def microcompact_head_ratio(self) -> float:
+        total = self.microcompact_head_chars + self.microcompact_tail_chars
+        return self.microcompact_head_chars / total if total else 0.8
+
+    @property
     def head_ratio(self) -> float:
         total = self.preview_chars
         return self.preview_head_chars / total if total else 0.8
@@ -152,6 +189,16 @@ class Policy:
                 str(self.preview_head_chars),
                 str(self.preview_tail_chars),
                 str(self.recall_max_chars),
+                str(self.microcompact_truncate_turns),
+                str(self.microcompact_summarize_turns),
+                str(self.microcompact_min_chars),
+                str(self.microcompact_head_chars),
+                str(self.microcompact_tail_chars),
+                self.compaction,
+                str(self.compact_clear_at_least),
+                str(self.compact_high_watermark),
+                str(self.compact_low_watermark),
+                str(self.context_window_tokens),
             )
         )
 
@@ -214,7 +261,15 @@ class Policy:
         return cls(**values)
 
 
+COMPACTION_MODES = ("cache-aware", "eager", "off")
+
 _INT_FIELDS = {
+    "microcompact_truncate_turns",
+    "microcompact_summarize_turns",
+    "microcompact_min_chars",
+    "microcompact_head_chars",
+    "microcompact_tail_chars",
+    "compact_clear_at_least",
     "result_max_chars",
     "turn_budget_chars",
     "error_max_chars",
@@ -222,6 +277,7 @@ _INT_FIELDS = {
     "preview_tail_chars",
     "recall_max_chars",
 }
+_FLOAT_FIELDS = {"compact_high_watermark", "compact_low_watermark"}
 _FIELD_NAMES = {f.name for f in fields(Policy)}
 
 ENV = {
@@ -235,6 +291,14 @@ ENV = {
     "TOOLBUDGET_STORE": "store",
     "TOOLBUDGET_KEEP_WORKSPACE": "keep_workspace",
     "TOOLBUDGET_RECALL_MAX_CHARS": "recall_max_chars",
+    "TOOLBUDGET_MICROCOMPACT_TRUNCATE_TURNS": "microcompact_truncate_turns",
+    "TOOLBUDGET_MICROCOMPACT_SUMMARIZE_TURNS": "microcompact_summarize_turns",
+    "TOOLBUDGET_MICROCOMPACT_MIN_CHARS": "microcompact_min_chars",
+    "TOOLBUDGET_COMPACTION": "compaction",
+    "TOOLBUDGET_COMPACT_CLEAR_AT_LEAST": "compact_clear_at_least",
+    "TOOLBUDGET_COMPACT_HIGH_WATERMARK": "compact_high_watermark",
+    "TOOLBUDGET_COMPACT_LOW_WATERMARK": "compact_low_watermark",
+    "TOOLBUDGET_CONTEXT_WINDOW_TOKENS": "context_window_tokens",
 }
 
 
@@ -276,6 +340,20 @@ def _check(name: str, value: Any, where: object) -> Any:
         ):
             raise InputError(f"{where}: exempt_tools must be a list of tool names")
         return list(value)
+    if name in _FLOAT_FIELDS:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise InputError(f"{where}: {name} must be a share of the window such as 0.8, not {value!r}")
+        return float(value)
+    if name == "context_window_tokens":
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise InputError(f"{where}: context_window_tokens must be a positive number of tokens")
+        return value
+    if name == "compaction":
+        if value not in COMPACTION_MODES:
+            raise InputError(
+                f"{where}: compaction must be one of {', '.join(COMPACTION_MODES)}, not {value!r}"
+            )
+        return value
     if name == "keep_workspace":
         if not isinstance(value, bool):
             raise InputError(f"{where}: keep_workspace must be true or false")
@@ -294,15 +372,26 @@ def _from_env(env: Mapping[str, str]) -> dict[str, Any]:
         if raw is None or raw.strip() == "":
             continue
         raw = raw.strip()
-        if name in _INT_FIELDS:
+        if name in _INT_FIELDS or name == "context_window_tokens":
             try:
                 out[name] = int(raw.replace("_", ""))
             except ValueError:
-                raise InputError(f"{variable} must be a whole number of characters, not {raw!r}") from None
+                raise InputError(f"{variable} must be a whole number, not {raw!r}") from None
+        elif name in _FLOAT_FIELDS:
+            try:
+                out[name] = float(raw)
+            except ValueError:
+                raise InputError(
+                    f"{variable} must be a share of the window such as 0.8, not {raw!r}"
+                ) from None
         elif name == "tool_caps":
             out[name] = _parse_caps(raw, variable)
         elif name == "exempt_tools":
             out[name] = [t.strip() for t in raw.split(",") if t.strip()]
+        elif name == "compaction":
+            if raw not in COMPACTION_MODES:
+                raise InputError(f"{variable} must be one of {', '.join(COMPACTION_MODES)}, not {raw!r}")
+            out[name] = raw
         elif name == "keep_workspace":
             lowered = raw.lower()
             if lowered not in ("1", "0", "true", "false", "yes", "no", "on", "off"):

@@ -17,13 +17,15 @@ characters / 4.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from . import wire
 from .convert import to_request
 from .jsonio import dumps
 from .model import Conversation, Data, Media, Opaque, Request, Text, Thinking, ToolCall, ToolResult
+from .policy import Policy
 
 __all__ = [
     "PRICE_BASE",
@@ -203,3 +205,93 @@ def replay_requests(
             emit(n, body)
         texts.append((prompt_text(wire.parse(body, api)), cuts))
     return tally(texts)
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayOutcome:
+    """A replay in one mode, with the same session unmanaged and eager for comparison."""
+
+    conversation: str
+    mode: str
+    managed: ReplayTotals
+    unmanaged: ReplayTotals
+    eager: ReplayTotals
+    events: tuple[int, ...]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "conversation": self.conversation,
+            "mode": self.mode,
+            "turns": [
+                {
+                    "turn": t.turn,
+                    "chars": t.chars,
+                    "tokens": t.tokens,
+                    "prefix_chars": t.prefix_chars,
+                    "prefix_tokens": t.prefix_tokens,
+                    "cuts": t.cuts,
+                    "prefix_stable": t.stable,
+                    "event": t.turn in self.events,
+                }
+                for t in self.managed.turns
+            ],
+            "totals": {
+                self.mode: self.managed.as_dict(),
+                "unmanaged": self.unmanaged.as_dict(),
+                "eager": self.eager.as_dict(),
+            },
+        }
+
+    def table(self) -> str:
+        lines = [f"{'turn':>4} {'tokens':>8} {'cached prefix':>14} {'cuts':>5}  event"]
+        for t in self.managed.turns:
+            mark = "*" if t.turn in self.events else ""
+            lines.append(f"{t.turn:>4} {t.tokens:>8,} {t.prefix_tokens:>14,} {t.cuts:>5}  {mark}")
+        lines.append("")
+        lines.append(
+            f"{'':<12} {'tokens sent':>12} {'cache read':>12} {'cache write':>12} "
+            f"{'billed':>12} {'stable':>7}"
+        )
+        for name, totals in (("unmanaged", self.unmanaged), ("eager", self.eager), (self.mode, self.managed)):
+            lines.append(
+                f"{name:<12} {totals.tokens_sent:>12,} {totals.cache_read:>12,} {totals.cache_write:>12,} "
+                f"{totals.billed:>12,.0f} {totals.stability:>7.0%}"
+            )
+        return "\n".join(lines) + "\n"
+
+
+def replay_session(
+    conversation: Conversation,
+    api: str,
+    policy: Policy,
+    *,
+    session: str | None = None,
+    store: str = "memory:",
+    emit: Path | None = None,
+) -> ReplayOutcome:
+    """Replay ``conversation`` under ``policy``, and the same unmanaged and eager, and tally all three."""
+    from .session import Session
+
+    def run(mode_policy: Policy, sink: Path | None) -> tuple[ReplayTotals, tuple[int, ...]]:
+        events: list[int] = []
+        with Session(session, store=store, policy=mode_policy) as live:
+
+            def manage(body: dict[str, Any]) -> tuple[dict[str, Any], int]:
+                managed = live.manage(body, api)
+                return managed.body, managed.report.results_cut
+
+            def emit_one(n: int, body: dict[str, Any]) -> None:
+                # Called after each request is managed: the session's report says whether an event fired.
+                if live.last_report is not None and live.last_report.compaction_event:
+                    events.append(n)
+                if sink is not None:
+                    sink.mkdir(parents=True, exist_ok=True)
+                    (sink / f"{n:04d}.json").write_bytes(dumps(body))
+
+            totals = replay_requests(conversation, api, manage, emit=emit_one)
+        return totals, tuple(events)
+
+    managed, events = run(policy, emit)
+    eager, _ = run(replace(policy, compaction="eager"), None)
+    unmanaged = replay_requests(conversation, api, None)
+    return ReplayOutcome(conversation.id, policy.compaction, managed, unmanaged, eager, events)

@@ -19,7 +19,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from . import wire
-from .budget import Archive, Cut, Unreachable, enforce
+from .budget import Archive, Budgeted, Cut, Unreachable, enforce
+from .compaction import Schedule
 from .errors import InputError, NotFoundError, StoreError
 from .jsonio import dumps, to_body
 from .marker import RECALL_TOOL
@@ -52,6 +53,8 @@ class Report:
     store_fallbacks: int
     keys_written: tuple[str, ...]
     budget_unreachable: tuple[Unreachable, ...]
+    compaction_event: bool = False
+    """Old results were compacted further at this request: its prefix differs from the last one."""
 
     @property
     def changed(self) -> bool:
@@ -87,6 +90,7 @@ class Report:
             ],
             "store_fallbacks": self.store_fallbacks,
             "keys_written": list(self.keys_written),
+            "compaction_event": self.compaction_event,
             "budget_unreachable": [
                 {"turn": u.turn, "chars": u.chars, "budget": u.budget, "results": u.results}
                 for u in self.budget_unreachable
@@ -188,7 +192,7 @@ class _SessionArchive(Archive):
 
     def __init__(self, session: Session) -> None:
         self.session = session
-        self.memo: dict[tuple[str, int, bool, bool], Preview] = {}
+        self.memo: dict[tuple[str, int, bool, bool, bool], Preview] = {}
         self.written: dict[str, str | None] = {}
         self.secret = hashlib.blake2b(
             session.id.encode("utf-8", "surrogatepass"), digest_size=32, person=b"toolbudget-key"
@@ -248,6 +252,9 @@ class Session:
         self._closed = False
         self._caches: dict[str, wire.EntryCache] = {}
         self._last: _Last | None = None
+        self._schedule = Schedule()
+        self.last_report: Report | None = None
+        """The report of the last ``manage`` call."""
         self._store_error: StoreError | None = None
         if isinstance(self._store_arg, str):
             try:
@@ -311,6 +318,7 @@ class Session:
             fixed, report = self._pipeline(request)
             out = None if fixed is request else wire.render(fixed)
             self._last = _Last(request, self.policy, out, report, replace(report, keys_written=()))
+        self.last_report = report
         if out is None:
             return Managed(body, report)
         if isinstance(body, (bytes, bytearray, memoryview)):
@@ -323,17 +331,13 @@ class Session:
         self._bind(request)
         self._keys_this_call = []
         repaired, repairs = repair_request(request)
-        budgeted = enforce(repaired, self.policy, self.archive)
+        known = self._sizes(request.api)
+        sizes = [
+            (known.get(id(m)) if known is not None else None) or message_chars(m) for m in repaired.messages
+        ]
+        budgeted = enforce(repaired, self.policy, self.archive, schedule=self._schedule, sizes=sizes)
         result = budgeted.request
-        report = self._report(
-            request,
-            result,
-            repairs,
-            budgeted.cuts,
-            budgeted.unreachable,
-            budgeted.store_fallbacks,
-            budgeted.results_seen,
-        )
+        report = self._report(request, result, repairs, budgeted)
         for cut in report.cuts:
             if self.on_cut is not None:
                 self.on_cut(cut)
@@ -343,14 +347,7 @@ class Session:
         return result, report
 
     def _report(
-        self,
-        before: Request,
-        after: Request,
-        repairs: tuple[Repair, ...],
-        cuts: tuple[Cut, ...],
-        unreachable: tuple[Unreachable, ...],
-        fallbacks: int,
-        seen: int,
+        self, before: Request, after: Request, repairs: tuple[Repair, ...], budgeted: Budgeted
     ) -> Report:
         sizes = self._sizes(before.api)
         chars_before = count_chars(before, sizes)
@@ -364,17 +361,18 @@ class Session:
         return Report(
             before.api or "",
             self.id,
-            seen,
-            len(cuts),
+            budgeted.results_seen,
+            len(budgeted.cuts),
             chars_before,
             chars_after,
             tokens_before,
             tokens_after,
             repairs,
-            cuts,
-            fallbacks,
+            budgeted.cuts,
+            budgeted.store_fallbacks,
             tuple(self._keys_this_call),
-            unreachable,
+            budgeted.unreachable,
+            budgeted.event,
         )
 
     def _sizes(self, api: str | None) -> dict[int, int] | None:
