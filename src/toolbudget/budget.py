@@ -346,7 +346,7 @@ def _compact(
         SlotInfo(
             s.msg,
             s.turn_no,
-            len(s.original),
+            len(s.current),  # as sent after its cap: what compaction can still reclaim
             len(s.original) > policy.microcompact_min_chars and not s.exempt and not s.protected,
             _keeps_errors(s),
         )

@@ -134,7 +134,7 @@ class SlotInfo:
     turn_no: int
     """Which assistant turn called it (0 is the first)."""
     size: int
-    """Characters of its original."""
+    """Characters it takes as sent before compaction (after its per-result cap)."""
     eligible: bool
     """Over the minimum size, and of a tool that may be compacted."""
     keeps_errors: bool
@@ -379,7 +379,10 @@ _EXIT = re.compile(
     r"|<returncode>(-?\d+)</returncode>|\bexit_code\W+(-?\d+))",
     re.IGNORECASE,
 )
-_ERROR_LINE = re.compile(r"\b(error|errors|failed|failure|fatal|exception|traceback|panic)\b", re.IGNORECASE)
+_ERROR_LINE = re.compile(
+    r"(?i:\b(?:error|errors|failed|failure|fatal|exception|traceback|panic)\b)"
+    r"|[A-Za-z]+(?:Error|Exception)\b|^E {3}"
+)
 
 
 def key_argument(call: ToolCall | None) -> str:

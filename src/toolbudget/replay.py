@@ -26,6 +26,7 @@ from .convert import to_request
 from .jsonio import dumps
 from .model import Conversation, Data, Media, Opaque, Request, Text, Thinking, ToolCall, ToolResult
 from .policy import Policy
+from .wire._common import tools_for_calls
 
 __all__ = [
     "PRICE_BASE",
@@ -56,13 +57,14 @@ def requests_of(conversation: Conversation) -> Iterator[Conversation]:
     next one the agent would send).
     """
     messages = conversation.messages
+    # The agent had all its tools from the start: a transcript that does not list them gets
+    # the ones the whole session calls, so they do not change from one request to the next.
+    tools = conversation.tools or tools_for_calls(messages)
     for i in range(1, len(messages)):
         if messages[i].role == "assistant" and messages[i - 1].role != "assistant":
-            yield Conversation(
-                conversation.id, conversation.source, messages[:i], conversation.system, conversation.tools
-            )
+            yield Conversation(conversation.id, conversation.source, messages[:i], conversation.system, tools)
     if messages and messages[-1].role != "assistant":
-        yield conversation
+        yield Conversation(conversation.id, conversation.source, messages, conversation.system, tools)
 
 
 def prompt_text(request: Request) -> str:

@@ -1,0 +1,270 @@
+"""Benchmark: what each way of shrinking old tool results costs under prefix caching.
+
+Every shared session is replayed request by request (the whole history before
+each assistant turn, as Anthropic Messages bodies) under:
+
+- ``unmanaged``: the history as the agent sent it;
+- ``eager``: toolbudget with the seeds' per-turn aging (``TOOLBUDGET_COMPACTION=eager``);
+- ``cache-aware``: toolbudget's default schedule;
+- ``headroom``: Headroom's ``compress()`` on each request, when headroom-ai is installed;
+- ``clear_tool_uses``: Anthropic's server-side context editing with its defaults (trigger
+  100,000 input tokens, keep the 3 most recent tool uses), simulated on the client.
+
+Each request's cached prefix is its common prefix with the previous request; billed
+input is cache reads at 0.1 and cache writes at 1.25 (Anthropic's ratios). Targets
+(issue "Progressive microcompaction"): on every session cache-aware is at most 2% above
+the cheaper of unmanaged and eager; over sessions whose final context exceeds 50k
+tokens it averages at least 25% below unmanaged; its prefix is stable on at least
+90% of requests; and no context exceeds the window while eligible results remain.
+
+``--llama`` also replays two real sessions through the real llama.cpp server (the
+window and caps scaled down to fit its small model) and reports the server's own
+cached-token counts for eager and cache-aware.
+
+    python bench/cache.py [--no-headroom] [--llama] [--out bench/results/cache.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "src"))
+sys.path.insert(0, str(REPO / "tests"))
+
+from toolbudget import load_transcript, to_request, wire  # noqa: E402
+from toolbudget.model import Conversation, Text, ToolCall, ToolResult  # noqa: E402
+from toolbudget.policy import Policy  # noqa: E402
+from toolbudget.replay import ReplayTotals, prompt_text, replay_requests, requests_of  # noqa: E402
+from toolbudget.session import Session  # noqa: E402
+
+CLEAR_TRIGGER_TOKENS = 100_000
+CLEAR_KEEP = 3
+CLEARED = "[cleared]"
+
+Manager = Callable[[dict[str, Any]], tuple[dict[str, Any], int]]
+
+
+def trajectories() -> Path:
+    env = os.environ.get("TOOLBUDGET_SHARED")
+    return (Path(env) if env else REPO.parent / "shared") / "data" / "trajectories"
+
+
+def conversations() -> list[tuple[str, Conversation]]:
+    root = trajectories()
+    out = []
+    for entry in orjson.loads((root / "manifest.json").read_bytes()):
+        for conversation in load_transcript(root / entry["file"]).conversations:
+            out.append((f"{entry['file']}#{conversation.id}", conversation))
+    return out
+
+
+def toolbudget_manager(policy: Policy, name: str) -> tuple[Manager, Session]:
+    session = Session(name, store="memory:", policy=policy)
+
+    def manage(body: dict[str, Any]) -> tuple[dict[str, Any], int]:
+        managed = session.manage(body, "anthropic")
+        return managed.body, managed.report.results_cut
+
+    return manage, session
+
+
+def clear_tool_uses(body: dict[str, Any]) -> tuple[dict[str, Any], int]:
+    """Anthropic's clear_tool_uses_20250919 with its defaults, applied as the server would."""
+    request = wire.parse(body, "anthropic")
+    if len(prompt_text(request)) / 4 <= CLEAR_TRIGGER_TOKENS:
+        return body, 0
+    calls = [p.id for m in request.messages for p in m.parts if isinstance(p, ToolCall)]
+    keep = set(calls[-CLEAR_KEEP:])
+    cleared = 0
+    messages = []
+    for message in request.messages:
+        parts = []
+        for part in message.parts:
+            if isinstance(part, ToolResult) and part.call_id not in keep:
+                part = replace(part, content=(Text(CLEARED),))
+                cleared += 1
+            parts.append(part)
+        messages.append(replace(message, parts=tuple(parts)))
+    return wire.render(replace(request, messages=tuple(messages))), cleared
+
+
+def headroom_manager() -> Manager | None:
+    try:
+        from headroom import compress
+    except ImportError:
+        return None
+
+    def manage(body: dict[str, Any]) -> tuple[dict[str, Any], int]:
+        result = compress(body["messages"], model="claude-sonnet-4-5-20250929")
+        return {**body, "messages": result.messages}, 0
+
+    return manage
+
+
+def run_all(use_headroom: bool) -> list[dict[str, Any]]:
+    headroom = headroom_manager() if use_headroom else None
+    rows = []
+    base = Policy()
+    for n, (name, conversation) in enumerate(conversations()):
+        row: dict[str, Any] = {"session": name}
+        totals: dict[str, ReplayTotals] = {"unmanaged": replay_requests(conversation, "anthropic", None)}
+        for mode in ("eager", "cache-aware"):
+            manage, session = toolbudget_manager(replace(base, compaction=mode), f"{mode}-{n}")
+            with session:
+                totals[mode] = replay_requests(conversation, "anthropic", manage)
+        totals["clear_tool_uses"] = replay_requests(conversation, "anthropic", clear_tool_uses)
+        if headroom is not None:
+            totals["headroom"] = replay_requests(conversation, "anthropic", headroom)
+        for mode, total in totals.items():
+            row[mode] = total.as_dict()
+        rows.append(row)
+    return rows
+
+
+def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    modes = [m for m in ("unmanaged", "eager", "cache-aware", "headroom", "clear_tool_uses") if m in rows[0]]
+    big = [r for r in rows if r["unmanaged"]["final_tokens"] > 50_000]
+
+    def billed(row: dict[str, Any], mode: str) -> float:
+        return float(row[mode]["billed_equivalent"])
+
+    over = []
+    for row in rows:
+        best = min(billed(row, "unmanaged"), billed(row, "eager"))
+        ratio = billed(row, "cache-aware") / best if best else 1.0
+        over.append((ratio, row["session"]))
+    over.sort(reverse=True)
+    requests = sum(r["cache-aware"]["requests"] - 1 for r in rows)
+    summary: dict[str, Any] = {
+        "sessions": len(rows),
+        "big_sessions": len(big),
+        "worst_cache_aware_over_best_of_unmanaged_and_eager": over[0][0],
+        "worst_session": over[0][1],
+        "sessions_over_2_percent": sum(1 for ratio, _ in over if ratio > 1.02),
+        "sessions_over_5_percent": sum(1 for ratio, _ in over if ratio > 1.05),
+        "prefix_stability": {
+            mode: sum(r[mode]["prefix_stable_requests"] for r in rows) / requests for mode in modes
+        },
+        "min_session_stability_cache_aware": min(
+            r["cache-aware"]["prefix_stability"] for r in rows if r["cache-aware"]["requests"] > 1
+        ),
+        "big_average_billed_vs_unmanaged": {
+            mode: statistics.mean(billed(r, mode) / billed(r, "unmanaged") for r in big) for mode in modes
+        },
+        "all_total_billed_vs_unmanaged": {
+            mode: sum(billed(r, mode) for r in rows) / sum(billed(r, "unmanaged") for r in rows)
+            for mode in modes
+        },
+    }
+    return summary
+
+
+def print_table(rows: list[dict[str, Any]], summary: dict[str, Any]) -> None:
+    modes = [m for m in ("unmanaged", "eager", "cache-aware", "headroom", "clear_tool_uses") if m in rows[0]]
+    print(f"{'session (final context > 50k tokens)':<52}" + "".join(f"{m:>16}" for m in modes))
+    for row in rows:
+        if row["unmanaged"]["final_tokens"] <= 50_000:
+            continue
+        base = row["unmanaged"]["billed_equivalent"]
+        cells = "".join(
+            f"{row[m]['billed_equivalent'] / base:>9.3f} ({row[m]['prefix_stability']:>4.0%})" for m in modes
+        )
+        print(f"{row['session'][-52:]:<52}{cells}")
+    print()
+    for key, value in summary.items():
+        print(f"{key:<52} {value}")
+
+
+def llama_runs(names: list[str]) -> dict[str, Any]:
+    """Two real sessions through the real llama.cpp server: its own cached-token counts."""
+    import httpx
+
+    from llama_server import llama_server  # type: ignore[import-not-found]
+
+    n_ctx = 8192
+    policy = Policy(
+        context_window_tokens=5_000,
+        result_max_chars=4_000,
+        turn_budget_chars=12_000,
+        tool_caps={},
+        preview_head_chars=800,
+        preview_tail_chars=200,
+        microcompact_min_chars=800,
+        microcompact_head_chars=400,
+        microcompact_tail_chars=100,
+        compact_clear_at_least=800,
+    )
+    out: dict[str, Any] = {}
+    convs = dict(conversations())
+    with llama_server(n_ctx=n_ctx) as url, httpx.Client(base_url=url, timeout=600) as client:
+        for name in names:
+            conversation = convs[name]
+            for mode in ("eager", "cache-aware"):
+                manage, session = toolbudget_manager(replace(policy, compaction=mode), f"llama-{mode}")
+                cached = processed = sent = errors = 0
+                with session:
+                    for prefix in requests_of(conversation):
+                        body, _ = manage(to_request(prefix, "openai-chat", model="m"))
+                        body = {**body, "max_tokens": 1, "stream": False, "cache_prompt": True}
+                        body.pop("tools", None)
+                        body = wire.render(wire.convert(wire.parse(body, "openai-chat"), "openai-chat"))
+                        reply = client.post("/v1/chat/completions", json=body)
+                        if reply.status_code != 200:
+                            errors += 1
+                            continue
+                        data = reply.json()
+                        timings = data.get("timings", {})
+                        cached += int(timings.get("cache_n", 0))
+                        processed += int(timings.get("prompt_n", 0))
+                        sent += int(data["usage"]["prompt_tokens"])
+                out[f"{name}/{mode}"] = {
+                    "prompt_tokens_sent": sent,
+                    "cached_tokens": cached,
+                    "processed_tokens": processed,
+                    "cache_share": cached / sent if sent else 0.0,
+                    "errors": errors,
+                }
+                print(
+                    f"llama.cpp {name[-50:]:<50} {mode:<12} sent {sent:>8} cached {cached:>8} "
+                    f"processed {processed:>8} ({cached / max(sent, 1):.0%} from cache) errors {errors}"
+                )
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--no-headroom", action="store_true")
+    parser.add_argument("--llama", action="store_true", help="also replay two sessions through llama.cpp")
+    parser.add_argument("--out", default=str(REPO / "bench" / "results" / "cache.json"))
+    args = parser.parse_args()
+    if not (trajectories() / "manifest.json").is_file():
+        sys.exit(f"the shared trajectories are not at {trajectories()} (set TOOLBUDGET_SHARED)")
+    rows = run_all(not args.no_headroom)
+    summary = summarise(rows)
+    print_table(rows, summary)
+    result: dict[str, Any] = {"summary": summary, "sessions": rows}
+    if args.llama:
+        result["llama"] = llama_runs(
+            [
+                "claude-code/tests/integration/session/fixtures/session-9eda1058.jsonl#9eda1058-9706-484a-b992-d03f9cfa2546",
+                "mini-swe-agent/swebench_results/20251118_gemini-3-pro-74pct/trajs/sympy__sympy-20801/sympy__sympy-20801.traj.json#sympy__sympy-20801",
+            ]
+        )
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_bytes(orjson.dumps(result, option=orjson.OPT_INDENT_2))
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,216 @@
+"""Microcompaction: levels by age, lossless at every level, and a schedule the prompt cache can live with."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from toolbudget import load_transcript, to_request, wire
+from toolbudget.budget import result_text
+from toolbudget.marker import find_markers
+from toolbudget.model import Conversation, Message, Text, ToolCall, ToolResult
+from toolbudget.policy import Policy
+from toolbudget.replay import requests_of
+from toolbudget.session import Session
+
+EAGER = Policy(compaction="eager")
+
+
+def session_of(turns: int, size: int = 12_000, *, tool: str = "Bash", error_at: int | None = None) -> Conversation:
+    """A conversation of ``turns`` assistant turns, each calling one tool with a ``size``-char result."""
+    messages = [Message("user", (Text("fix the bug"),))]
+    for t in range(turns):
+        call = ToolCall(f"call_{t}", tool, {"command": f"pytest tests/test_{t}.py"})
+        messages.append(Message("assistant", (Text(f"step {t}"), call)))
+        body = "".join(f"line {n} of output {t}\n" for n in range(size // 20))
+        is_error = t == error_at
+        if is_error:
+            body += "Traceback (most recent call last):\nValueError: broken\nProcess exited with code 1\n"
+        messages.append(Message("tool", (ToolResult(call.id, (Text(body),), is_error, tool),)))
+    return Conversation("c", "test", tuple(messages))
+
+
+def result_texts(body: dict[str, Any], api: str = "anthropic") -> list[str]:
+    request = wire.parse(body, api)
+    return [result_text(p) or "" for m in request.messages for p in m.parts if isinstance(p, ToolResult)]
+
+
+def test_levels_fire_at_their_ages_and_level_two_fires_with_the_defaults() -> None:
+    conversation = session_of(8)
+    with Session("ages", store="memory:", policy=EAGER) as session:
+        managed = session.manage(to_request(conversation, "anthropic", model="m"), "anthropic")
+        texts = result_texts(managed.body)
+        originals = [result_text(p) or "" for m in conversation.messages for p in m.parts if isinstance(p, ToolResult)]
+        ages = [7 - t for t in range(8)]
+        for text, original, age in zip(texts, originals, ages, strict=True):
+            if age >= 4:
+                (marker,) = find_markers(text)
+                assert text.startswith("[toolbudget: omitted") and text.count("\n") == 0, age
+                assert "Bash `pytest tests/test_" in marker.detail and " lines, " in marker.detail
+                assert f"{len(original)} chars" in marker.detail
+                assert session.original(marker.key or "") == original
+            elif age >= 2:
+                (marker,) = find_markers(text)
+                assert len(text) <= 2_000 + 500 + 400
+                assert text.startswith(original[:100])
+                assert session.original(marker.key or "") == original
+            else:
+                assert text == original
+
+
+def test_one_key_across_levels_and_recall_returns_the_original() -> None:
+    conversation = session_of(7)
+    keys: dict[int, set[str]] = {}
+    with Session("keys", store="memory:", policy=EAGER) as session:
+        for prefix in requests_of(conversation):
+            body = to_request(prefix, "anthropic", model="m")
+            for n, text in enumerate(result_texts(session.manage(body, "anthropic").body)):
+                for marker in find_markers(text):
+                    keys.setdefault(n, set()).add(marker.key or "")
+        assert keys[0] and all(len(v) == 1 for v in keys.values())
+        original = result_text(conversation.messages[2].parts[0])  # type: ignore[arg-type]
+        assert session.original(next(iter(keys[0]))) == original
+
+
+def test_errors_and_exec_results_keep_their_error_text_at_every_level() -> None:
+    conversation = session_of(7, error_at=0)
+    with Session("errors", store="memory:", policy=EAGER) as session:
+        text = result_texts(session.manage(to_request(conversation, "anthropic", model="m"), "anthropic").body)[0]
+    (marker,) = find_markers(text)
+    assert "exit 1" in marker.detail
+    assert "ValueError: broken" in text and "Traceback (most recent call last):" in text
+
+
+def test_small_and_exempt_results_are_never_compacted() -> None:
+    small = session_of(8, size=2_500)
+    with Session("small", store="memory:", policy=EAGER) as session:
+        body = to_request(small, "anthropic", model="m")
+        assert session.manage(body, "anthropic").body is body
+    exempt = session_of(8, tool="pager")
+    policy = replace(Policy.load(env={}, exempt_tools=["pager"]), compaction="eager")
+    with Session("exempt", store="memory:", policy=policy) as session:
+        body = to_request(exempt, "anthropic", model="m")
+        assert session.manage(body, "anthropic").body is body
+
+
+def _managed_requests(conversation: Conversation, policy: Policy, api: str) -> list[tuple[dict[str, Any], bool]]:
+    out = []
+    with Session("replay", store="memory:", policy=policy) as session:
+        for prefix in requests_of(conversation):
+            managed = session.manage(to_request(prefix, api, model="m"), api)
+            out.append((managed.body, managed.report.compaction_event))
+    return out
+
+
+def _extends(previous: dict[str, Any], current: dict[str, Any]) -> bool:
+    """Whether ``current`` is ``previous`` plus appended messages, byte for byte."""
+    old, new = previous["messages"], current["messages"]
+    if len(new) < len(old):
+        return False
+    same = all(orjson.dumps(a) == orjson.dumps(b) for a, b in zip(old, new, strict=False))
+    rest = {k: v for k, v in previous.items() if k != "messages"} == {k: v for k, v in current.items() if k != "messages"}
+    return same and rest
+
+
+def _check_between_events(requests: list[tuple[dict[str, Any], bool]]) -> tuple[int, int]:
+    events = stable = 0
+    for (previous, _), (current, event) in zip(requests, requests[1:], strict=False):
+        if event:
+            events += 1
+            continue
+        assert _extends(previous, current)
+        stable += 1
+    return events, stable
+
+
+def test_between_events_each_request_extends_the_last_on_real_sessions(trajectories: Path) -> None:
+    manifest = orjson.loads((trajectories / "manifest.json").read_bytes())
+    totals = [0, 0]
+    for entry in manifest:
+        for conversation in load_transcript(trajectories / entry["file"]).conversations[:3]:
+            events, stable = _check_between_events(_managed_requests(conversation, Policy(), "anthropic"))
+            totals[0] += events
+            totals[1] += stable
+    assert totals[0] > 0 and totals[1] > 10 * totals[0]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    sizes=st.lists(st.integers(100, 40_000), min_size=2, max_size=14),
+    clear_at_least=st.integers(1_000, 20_000),
+)
+def test_between_events_each_request_extends_the_last(sizes: list[int], clear_at_least: int) -> None:
+    messages = [Message("user", (Text("go"),))]
+    for t, size in enumerate(sizes):
+        call = ToolCall(f"c{t}", "Bash", {"command": f"run {t}"})
+        messages.append(Message("assistant", (call,)))
+        text = "".join(f"{t}:{n}\n" for n in range(size // 6))
+        messages.append(Message("tool", (ToolResult(call.id, (Text(text),)),)))
+    conversation = Conversation("h", "test", tuple(messages))
+    policy = Policy(compact_clear_at_least=clear_at_least)
+    _check_between_events(_managed_requests(conversation, policy, "anthropic"))
+
+
+_SCRIPT = """
+import sys, orjson
+from toolbudget.session import Session
+body = orjson.loads(sys.stdin.buffer.read())
+with Session("replay", store="memory:") as s:
+    sys.stdout.buffer.write(orjson.dumps(s.manage(body, "anthropic").body))
+"""
+
+
+def test_a_restart_gives_the_same_bytes(trajectories: Path) -> None:
+    path = trajectories / "claude-code/tests/integration/session/fixtures/session-624a4a58.jsonl"
+    conversation = load_transcript(path).conversations[0]
+    requests = _managed_requests(conversation, Policy(), "anthropic")
+    assert any(event for _, event in requests)
+    prefixes = list(requests_of(conversation))
+    for n in (len(prefixes) // 2, len(prefixes) - 1):
+        # A fresh process that never saw the earlier requests.
+        done = subprocess.run(
+            [sys.executable, "-c", _SCRIPT],
+            input=orjson.dumps(to_request(prefixes[n], "anthropic", model="m")),
+            capture_output=True,
+            check=True,
+            env={**os.environ, "PYTHONHASHSEED": "7"},
+        )
+        assert done.stdout == orjson.dumps(requests[n][0])
+
+
+@pytest.mark.parametrize("window", [6_000, 15_000])
+def test_the_window_is_never_exceeded_while_eligible_results_remain(trajectories: Path, window: int) -> None:
+    policy = Policy(context_window_tokens=window)
+    over = 0
+    for name in (
+        "claude-code/tests/integration/session/fixtures/session-624a4a58.jsonl",
+        "mini-swe-agent/swebench_results/20251118_gemini-3-pro-74pct/trajs/pylint-dev__pylint-6528/pylint-dev__pylint-6528.traj.json",
+    ):
+        conversation = load_transcript(trajectories / name).conversations[0]
+        with Session("window", store="memory:", policy=policy) as session:
+            for prefix in requests_of(conversation):
+                managed = session.manage(to_request(prefix, "anthropic", model="m"), "anthropic")
+                if managed.report.tokens_after <= window:
+                    continue
+                over += 1
+                # Over the window: every result older than the newest turn that could shrink has.
+                request = wire.parse(managed.body, "anthropic")
+                results = [
+                    (i, p) for i, m in enumerate(request.messages) for p in m.parts if isinstance(p, ToolResult)
+                ]
+                newest = max(i for i, _ in results)
+                last_turn = max(i for i, m in enumerate(request.messages[:newest]) if m.role == "assistant")
+                for i, part in results:
+                    text = result_text(part) or ""
+                    if i < last_turn and len(session.original(find_markers(text)[0].key or "") if find_markers(text) else text) > policy.microcompact_min_chars:
+                        assert find_markers(text) and len(text) < 1_500, (name, i)
+    assert over > 0
