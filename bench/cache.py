@@ -41,7 +41,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 sys.path.insert(0, str(REPO / "tests"))
 
-from toolbudget import load_transcript, to_request, wire  # noqa: E402
+from toolbudget import ToolbudgetError, load_transcript, to_request, wire  # noqa: E402
 from toolbudget.model import Conversation, Text, ToolCall, ToolResult  # noqa: E402
 from toolbudget.policy import Policy  # noqa: E402
 from toolbudget.replay import ReplayTotals, prompt_text, replay_requests, requests_of  # noqa: E402
@@ -68,11 +68,11 @@ def conversations() -> list[tuple[str, Conversation]]:
     return out
 
 
-def toolbudget_manager(policy: Policy, name: str) -> tuple[Manager, Session]:
+def toolbudget_manager(policy: Policy, name: str, api: str = "anthropic") -> tuple[Manager, Session]:
     session = Session(name, store="memory:", policy=policy)
 
     def manage(body: dict[str, Any]) -> tuple[dict[str, Any], int]:
-        managed = session.manage(body, "anthropic")
+        managed = session.manage(body, api)
         return managed.body, managed.report.results_cut
 
     return manage, session
@@ -106,7 +106,14 @@ def headroom_manager() -> Manager | None:
 
     def manage(body: dict[str, Any]) -> tuple[dict[str, Any], int]:
         result = compress(body["messages"], model="claude-sonnet-4-5-20250929")
-        return {**body, "messages": result.messages}, 0
+        out = {**body, "messages": result.messages}
+        try:
+            wire.parse(out, "anthropic")
+        except ToolbudgetError:
+            # Headroom may hand back OpenAI-shaped messages; lay them out as Anthropic again.
+            chat = wire.parse({"model": body.get("model"), "messages": result.messages}, "openai-chat")
+            out = {**body, "messages": wire.render(chat, "anthropic")["messages"]}
+        return out, 0
 
     return manage
 
@@ -210,14 +217,14 @@ def llama_runs(names: list[str]) -> dict[str, Any]:
         for name in names:
             conversation = convs[name]
             for mode in ("eager", "cache-aware"):
-                manage, session = toolbudget_manager(replace(policy, compaction=mode), f"llama-{mode}")
+                manage, session = toolbudget_manager(
+                    replace(policy, compaction=mode), f"llama-{mode}", "openai-chat"
+                )
                 cached = processed = sent = errors = 0
                 with session:
                     for prefix in requests_of(conversation):
                         body, _ = manage(to_request(prefix, "openai-chat", model="m"))
                         body = {**body, "max_tokens": 1, "stream": False, "cache_prompt": True}
-                        body.pop("tools", None)
-                        body = wire.render(wire.convert(wire.parse(body, "openai-chat"), "openai-chat"))
                         reply = client.post("/v1/chat/completions", json=body)
                         if reply.status_code != 200:
                             errors += 1
@@ -245,22 +252,26 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--no-headroom", action="store_true")
     parser.add_argument("--llama", action="store_true", help="also replay two sessions through llama.cpp")
+    parser.add_argument("--only-llama", action="store_true", help="only the llama.cpp part (keeps the rest)")
     parser.add_argument("--out", default=str(REPO / "bench" / "results" / "cache.json"))
     args = parser.parse_args()
     if not (trajectories() / "manifest.json").is_file():
         sys.exit(f"the shared trajectories are not at {trajectories()} (set TOOLBUDGET_SHARED)")
-    rows = run_all(not args.no_headroom)
-    summary = summarise(rows)
-    print_table(rows, summary)
-    result: dict[str, Any] = {"summary": summary, "sessions": rows}
-    if args.llama:
+    out = Path(args.out)
+    if args.only_llama:
+        result: dict[str, Any] = orjson.loads(out.read_bytes()) if out.is_file() else {}
+    else:
+        rows = run_all(not args.no_headroom)
+        summary = summarise(rows)
+        print_table(rows, summary)
+        result = {"summary": summary, "sessions": rows}
+    if args.llama or args.only_llama:
         result["llama"] = llama_runs(
             [
                 "claude-code/tests/integration/session/fixtures/session-9eda1058.jsonl#9eda1058-9706-484a-b992-d03f9cfa2546",
                 "mini-swe-agent/swebench_results/20251118_gemini-3-pro-74pct/trajs/sympy__sympy-20801/sympy__sympy-20801.traj.json#sympy__sympy-20801",
             ]
         )
-    out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_bytes(orjson.dumps(result, option=orjson.OPT_INDENT_2))
     print(f"wrote {out}")

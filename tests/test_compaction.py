@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import subprocess
 import sys
@@ -25,7 +26,9 @@ from toolbudget.session import Session
 EAGER = Policy(compaction="eager")
 
 
-def session_of(turns: int, size: int = 12_000, *, tool: str = "Bash", error_at: int | None = None) -> Conversation:
+def session_of(
+    turns: int, size: int = 12_000, *, tool: str = "Bash", error_at: int | None = None
+) -> Conversation:
     """A conversation of ``turns`` assistant turns, each calling one tool with a ``size``-char result."""
     messages = [Message("user", (Text("fix the bug"),))]
     for t in range(turns):
@@ -49,7 +52,9 @@ def test_levels_fire_at_their_ages_and_level_two_fires_with_the_defaults() -> No
     with Session("ages", store="memory:", policy=EAGER) as session:
         managed = session.manage(to_request(conversation, "anthropic", model="m"), "anthropic")
         texts = result_texts(managed.body)
-        originals = [result_text(p) or "" for m in conversation.messages for p in m.parts if isinstance(p, ToolResult)]
+        originals = [
+            result_text(p) or "" for m in conversation.messages for p in m.parts if isinstance(p, ToolResult)
+        ]
         ages = [7 - t for t in range(8)]
         for text, original, age in zip(texts, originals, ages, strict=True):
             if age >= 4:
@@ -84,7 +89,9 @@ def test_one_key_across_levels_and_recall_returns_the_original() -> None:
 def test_errors_and_exec_results_keep_their_error_text_at_every_level() -> None:
     conversation = session_of(7, error_at=0)
     with Session("errors", store="memory:", policy=EAGER) as session:
-        text = result_texts(session.manage(to_request(conversation, "anthropic", model="m"), "anthropic").body)[0]
+        text = result_texts(
+            session.manage(to_request(conversation, "anthropic", model="m"), "anthropic").body
+        )[0]
     (marker,) = find_markers(text)
     assert "exit 1" in marker.detail
     assert "ValueError: broken" in text and "Traceback (most recent call last):" in text
@@ -102,7 +109,9 @@ def test_small_and_exempt_results_are_never_compacted() -> None:
         assert session.manage(body, "anthropic").body is body
 
 
-def _managed_requests(conversation: Conversation, policy: Policy, api: str) -> list[tuple[dict[str, Any], bool]]:
+def _managed_requests(
+    conversation: Conversation, policy: Policy, api: str
+) -> list[tuple[dict[str, Any], bool]]:
     out = []
     with Session("replay", store="memory:", policy=policy) as session:
         for prefix in requests_of(conversation):
@@ -117,13 +126,15 @@ def _extends(previous: dict[str, Any], current: dict[str, Any]) -> bool:
     if len(new) < len(old):
         return False
     same = all(orjson.dumps(a) == orjson.dumps(b) for a, b in zip(old, new, strict=False))
-    rest = {k: v for k, v in previous.items() if k != "messages"} == {k: v for k, v in current.items() if k != "messages"}
+    rest = {k: v for k, v in previous.items() if k != "messages"} == {
+        k: v for k, v in current.items() if k != "messages"
+    }
     return same and rest
 
 
 def _check_between_events(requests: list[tuple[dict[str, Any], bool]]) -> tuple[int, int]:
     events = stable = 0
-    for (previous, _), (current, event) in zip(requests, requests[1:], strict=False):
+    for (previous, _), (current, event) in itertools.pairwise(requests):
         if event:
             events += 1
             continue
@@ -205,12 +216,21 @@ def test_the_window_is_never_exceeded_while_eligible_results_remain(trajectories
                 # Over the window: every result older than the newest turn that could shrink has.
                 request = wire.parse(managed.body, "anthropic")
                 results = [
-                    (i, p) for i, m in enumerate(request.messages) for p in m.parts if isinstance(p, ToolResult)
+                    (i, p)
+                    for i, m in enumerate(request.messages)
+                    for p in m.parts
+                    if isinstance(p, ToolResult)
                 ]
                 newest = max(i for i, _ in results)
                 last_turn = max(i for i, m in enumerate(request.messages[:newest]) if m.role == "assistant")
                 for i, part in results:
                     text = result_text(part) or ""
-                    if i < last_turn and len(session.original(find_markers(text)[0].key or "") if find_markers(text) else text) > policy.microcompact_min_chars:
+                    if (
+                        i < last_turn
+                        and len(
+                            session.original(find_markers(text)[0].key or "") if find_markers(text) else text
+                        )
+                        > policy.microcompact_min_chars
+                    ):
                         assert find_markers(text) and len(text) < 1_500, (name, i)
     assert over > 0

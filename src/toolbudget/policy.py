@@ -123,8 +123,23 @@ class Policy:
     context_window_tokens: int | None = None
     """The model's window; known per model name when left out."""
 
+    max_recovery_attempts: int = 3
+    """How many smaller histories to try after the provider says the prompt is too long."""
+    emergency_keep_messages: int = 10
+    """Messages kept after the task at recovery level 2 (level 3 keeps 4)."""
+    max_token_escalations: int = 2
+    """How many times ``max_tokens`` is doubled when an answer is cut off."""
+    max_output_tokens: int | None = None
+    """The model's output cap for escalation; known per model name when left out."""
+
     def __post_init__(self) -> None:
-        for name in ("result_max_chars", "turn_budget_chars", "error_max_chars", "recall_max_chars"):
+        for name in (
+            "result_max_chars",
+            "turn_budget_chars",
+            "error_max_chars",
+            "recall_max_chars",
+            "emergency_keep_messages",
+        ):
             if getattr(self, name) < 1:
                 raise InputError(f"{name} must be a positive number of characters, not {getattr(self, name)}")
         for name in (
@@ -135,6 +150,8 @@ class Policy:
         ):
             if getattr(self, name) < 0:
                 raise InputError(f"{name} cannot be negative")
+        if self.max_recovery_attempts < 0 or self.max_token_escalations < 0:
+            raise InputError("max_recovery_attempts and max_token_escalations cannot be negative")
         if self.compaction not in COMPACTION_MODES:
             raise InputError(
                 f"compaction must be one of {', '.join(COMPACTION_MODES)}, not {self.compaction!r}"
@@ -264,6 +281,9 @@ class Policy:
 COMPACTION_MODES = ("cache-aware", "eager", "off")
 
 _INT_FIELDS = {
+    "max_recovery_attempts",
+    "emergency_keep_messages",
+    "max_token_escalations",
     "microcompact_truncate_turns",
     "microcompact_summarize_turns",
     "microcompact_min_chars",
@@ -299,6 +319,10 @@ ENV = {
     "TOOLBUDGET_COMPACT_HIGH_WATERMARK": "compact_high_watermark",
     "TOOLBUDGET_COMPACT_LOW_WATERMARK": "compact_low_watermark",
     "TOOLBUDGET_CONTEXT_WINDOW_TOKENS": "context_window_tokens",
+    "TOOLBUDGET_MAX_RECOVERY_ATTEMPTS": "max_recovery_attempts",
+    "TOOLBUDGET_EMERGENCY_KEEP_MESSAGES": "emergency_keep_messages",
+    "TOOLBUDGET_MAX_TOKEN_ESCALATIONS": "max_token_escalations",
+    "TOOLBUDGET_MAX_OUTPUT_TOKENS": "max_output_tokens",
 }
 
 
@@ -344,9 +368,9 @@ def _check(name: str, value: Any, where: object) -> Any:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise InputError(f"{where}: {name} must be a share of the window such as 0.8, not {value!r}")
         return float(value)
-    if name == "context_window_tokens":
+    if name in ("context_window_tokens", "max_output_tokens"):
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-            raise InputError(f"{where}: context_window_tokens must be a positive number of tokens")
+            raise InputError(f"{where}: {name} must be a positive number of tokens")
         return value
     if name == "compaction":
         if value not in COMPACTION_MODES:
@@ -372,7 +396,7 @@ def _from_env(env: Mapping[str, str]) -> dict[str, Any]:
         if raw is None or raw.strip() == "":
             continue
         raw = raw.strip()
-        if name in _INT_FIELDS or name == "context_window_tokens":
+        if name in _INT_FIELDS or name in ("context_window_tokens", "max_output_tokens"):
             try:
                 out[name] = int(raw.replace("_", ""))
             except ValueError:

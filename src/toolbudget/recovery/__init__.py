@@ -9,5 +9,18 @@ bytes, the call was rate limited, or something else happened.
 from __future__ import annotations
 
 from .classify import Classified, ErrorKind, classify
+from .ladder import Attempt, RecoveryFailed, RecoveryReport, shrink
+from .loop import Climb, acall_with_recovery, call_with_recovery
 
-__all__ = ["Classified", "ErrorKind", "classify"]
+__all__ = [
+    "Attempt",
+    "Classified",
+    "Climb",
+    "ErrorKind",
+    "RecoveryFailed",
+    "RecoveryReport",
+    "acall_with_recovery",
+    "call_with_recovery",
+    "classify",
+    "shrink",
+]

@@ -1,0 +1,189 @@
+"""The recovery ladder and loop: smaller valid histories that keep the task, and errors passed through."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from toolbudget import load_transcript, to_request, validate, wire
+from toolbudget.marker import find_markers
+from toolbudget.model import Conversation, Message, Text, ToolCall, ToolResult
+from toolbudget.policy import Policy
+from toolbudget.recovery import RecoveryReport, call_with_recovery, shrink
+from toolbudget.recovery.ladder import estimate_tokens
+from toolbudget.session import Session
+
+
+class ProviderError(Exception):
+    """A provider's refusal, as (status, body): what classify() reads."""
+
+    def __init__(self, status: int, body: dict[str, Any]) -> None:
+        super().__init__(str(body))
+        self.status_code = status
+        self.body = body
+
+
+def overflow(sent: int | None = None, limit: int | None = None) -> ProviderError:
+    if sent is None:
+        return ProviderError(
+            400,
+            {"type": "error", "error": {"type": "invalid_request_error", "message": "prompt is too long"}},
+        )
+    message = f"prompt is too long: {sent} tokens > {limit} maximum"
+    return ProviderError(
+        400, {"type": "error", "error": {"type": "invalid_request_error", "message": message}}
+    )
+
+
+def long_session(turns: int = 30, size: int = 6_000) -> Conversation:
+    messages = [Message("user", (Text("TASK: make the tests pass in repo X"),))]
+    for t in range(turns):
+        call = ToolCall(f"call_{t}", "Bash", {"command": f"pytest -k case{t}"})
+        messages.append(Message("assistant", (Text(f"trying case {t} " + "thoughts " * 800), call)))
+        messages.append(Message("tool", (ToolResult(call.id, (Text(f"case {t} output\n" * (size // 15)),)),)))
+    return Conversation("long", "test", tuple(messages), (Text("You are a coding agent."),))
+
+
+@pytest.mark.parametrize("api", wire.APIS)
+@pytest.mark.parametrize("level", [1, 2, 3])
+def test_every_level_is_valid_keeps_the_task_and_archives_what_it_drops(api: str, level: int) -> None:
+    body = to_request(long_session(), api, model="m")
+    before = copy.deepcopy(body)
+    request = wire.parse(body, api)
+    with Session("ladder", store="memory:") as session:
+        shrunk, attempt = shrink(session, request, level)
+        out = wire.render(shrunk)
+        assert body == before
+        assert validate(out, api) == []
+        non_system = [m for m in shrunk.messages if m.role != "system"]
+        assert non_system[0].role == "user"
+        assert "TASK: make the tests pass" in orjson.dumps(out).decode()
+        assert attempt.estimated_tokens < estimate_tokens(request)
+        if level >= 2:
+            assert attempt.dropped_messages > 0
+            notice = [
+                p.text
+                for m in shrunk.messages
+                for p in m.parts
+                if isinstance(p, Text) and "dropped to fit" in p.text
+            ]
+            (marker,) = find_markers(notice[0])
+            assert marker.key == attempt.archive_key
+            dropped = session.original(marker.key or "")
+            assert "trying case 0" in dropped and "case 0 output" in dropped
+        kept = sum(1 for m in shrunk.messages if m.role != "system")
+        if level == 3:
+            assert kept <= 2 + 4 + 1
+
+
+def test_level_three_cuts_further_until_it_fits_and_gives_up_only_on_the_task() -> None:
+    request = wire.parse(to_request(long_session(size=40_000), "anthropic", model="m"), "anthropic")
+    with Session("squeeze", store="memory:") as session:
+        shrunk, attempt = shrink(session, request, 3, target_tokens=1_500)
+        assert attempt.estimated_tokens <= 1_500
+        assert validate(wire.render(shrunk), "anthropic") == []
+        from toolbudget.recovery import RecoveryFailed
+
+        huge_task = Conversation(
+            "t", "test", (Message("user", (Text("x" * 100000),)), *long_session().messages[1:])
+        )
+        request = wire.parse(to_request(huge_task, "anthropic", model="m"), "anthropic")
+        with pytest.raises(RecoveryFailed, match="task alone"):
+            shrink(session, request, 3, target_tokens=1_500)
+
+
+def test_the_loop_recovers_and_passes_other_errors_through() -> None:
+    body = to_request(long_session(), "anthropic", model="m")
+    before = copy.deepcopy(body)
+    sent: list[dict[str, Any]] = []
+
+    def send(b: dict[str, Any]) -> str:
+        sent.append(b)
+        if estimate_tokens(wire.parse(b, "anthropic")) > 6_000:
+            raise overflow()
+        return "ok"
+
+    with Session("loop", store="memory:") as session:
+        result, climb = call_with_recovery(session, body, send, "anthropic")
+    assert result == "ok" and body == before
+    report = climb.report(True)
+    assert report.recovered and report.level >= 1 and len(sent) == 1 + len(report.attempts)
+
+    calls: list[int] = []
+
+    def limited(b: dict[str, Any]) -> str:
+        calls.append(1)
+        raise ProviderError(
+            429, {"type": "error", "error": {"type": "rate_limit_error", "message": "slow down"}}
+        )
+
+    with Session("rate", store="memory:") as session, pytest.raises(ProviderError) as info:
+        call_with_recovery(session, body, limited, "anthropic")
+    assert info.value.status_code == 429 and calls == [1]
+
+
+def test_numbers_in_the_error_jump_straight_to_a_level_that_fits() -> None:
+    body = to_request(long_session(), "anthropic", model="m")
+    levels: list[int] = []
+
+    def send(b: dict[str, Any]) -> str:
+        tokens = estimate_tokens(wire.parse(b, "anthropic"))
+        if tokens > 3_000:
+            raise overflow(tokens, 3_000)
+        return "ok"
+
+    with Session("jump", store="memory:") as session:
+        _, climb = call_with_recovery(session, body, send, "anthropic")
+        levels = [a.level for a in climb.attempts]
+    assert levels and levels[0] >= 2 and len(levels) == 1
+
+
+def test_exhausted_attempts_raise_the_original_error_with_the_report() -> None:
+    body = to_request(long_session(), "anthropic", model="m")
+    first = overflow()
+
+    def send(b: dict[str, Any]) -> str:
+        raise first if not sent else overflow()
+
+    sent: list[int] = []
+
+    def counting(b: dict[str, Any]) -> str:
+        try:
+            return send(b)
+        finally:
+            sent.append(1)
+
+    policy = Policy(max_recovery_attempts=2)
+    with (
+        Session("exhausted", store="memory:", policy=policy) as session,
+        pytest.raises(ProviderError) as info,
+    ):
+        call_with_recovery(session, body, counting, "anthropic")
+    assert info.value is first
+    report: RecoveryReport = info.value.toolbudget_report  # type: ignore[attr-defined]
+    assert not report.recovered and len(report.attempts) == 2 and len(sent) == 3
+
+
+def test_real_histories_shrink_to_valid_histories_that_keep_their_task(trajectories: Path) -> None:
+    manifest = orjson.loads((trajectories / "manifest.json").read_bytes())
+    checked = 0
+    for entry in manifest:
+        for conversation in load_transcript(trajectories / entry["file"]).conversations[:2]:
+            first_user = next((m for m in conversation.messages if m.role == "user"), None)
+            for api in ("anthropic", "openai-chat"):
+                request = wire.parse(to_request(conversation, api, model="m"), api)
+                with Session("real", store="memory:") as session:
+                    for level in (2, 3):
+                        shrunk, _ = shrink(session, request, level)
+                        out = wire.render(shrunk)
+                        assert validate(out, api) == [], entry["file"]
+                        if first_user is not None:
+                            text = next((p.text for p in first_user.parts if isinstance(p, Text)), "")
+                            kept = [p.text for m in shrunk.messages for p in m.parts if isinstance(p, Text)]
+                            assert not text or any(text[:200] in k for k in kept), entry["file"]
+                        checked += 1
+    assert checked > 100
