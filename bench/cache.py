@@ -196,7 +196,7 @@ def llama_runs(names: list[str]) -> dict[str, Any]:
     """Two real sessions through the real llama.cpp server: its own cached-token counts."""
     import httpx
 
-    from llama_server import llama_server  # type: ignore[import-not-found]
+    from llama_server import llama_server
 
     n_ctx = 8192
     policy = Policy(
