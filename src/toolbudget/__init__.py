@@ -11,11 +11,15 @@ The public surface is this module; everything else is private and may change.
 - :class:`Session` manages each request: repair, then the budgets of its
   :class:`Policy`, with every cut archived and recallable through
   :func:`recall_tool` and :meth:`Session.handle_recall`.
+- :func:`wrap` wraps an ``anthropic`` or ``openai`` client so every call is
+  managed, recovers from context overflow and escalates cut-off answers;
+  :func:`classify` tells any provider's errors apart.
 """
 
 from __future__ import annotations
 
 from .budget import Cut, Unreachable
+from .clients import CallReport, UnsupportedClient, wrap
 from .convert import to_request
 from .errors import (
     EncodingError,
@@ -45,6 +49,8 @@ from .model import (
 from .pairing import SYNTHETIC_TEXT, Repair, Repaired, Violation, repair, validate
 from .policy import Policy
 from .recall import recall_tool
+from .recovery import Classified, ErrorKind, RecoveryReport, classify
+from .recovery.output import Cutoff
 from .session import Managed, Report, Session
 from .transcripts import Transcript, load_transcript
 from .wire import APIS, convert, detect_api, parse, render
@@ -54,10 +60,14 @@ __all__ = [
     "MARKER_RE",
     "RECALL_TOOL",
     "SYNTHETIC_TEXT",
+    "CallReport",
+    "Classified",
     "Conversation",
     "Cut",
+    "Cutoff",
     "Data",
     "EncodingError",
+    "ErrorKind",
     "InputError",
     "InvalidJSON",
     "Managed",
@@ -66,6 +76,7 @@ __all__ = [
     "NotFoundError",
     "Opaque",
     "Policy",
+    "RecoveryReport",
     "Repair",
     "Repaired",
     "Report",
@@ -83,7 +94,9 @@ __all__ = [
     "TranscriptError",
     "UnknownAPIError",
     "Unreachable",
+    "UnsupportedClient",
     "Violation",
+    "classify",
     "convert",
     "detect_api",
     "load_transcript",
@@ -93,6 +106,7 @@ __all__ = [
     "repair",
     "to_request",
     "validate",
+    "wrap",
 ]
 
 __version__ = "0.1.0"

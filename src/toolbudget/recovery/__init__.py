@@ -4,6 +4,10 @@
 a ``(status, body)`` pair) and says whether the prompt overflowed the context
 window, ``max_tokens`` was over the model's cap, the request was too large in
 bytes, the call was rate limited, or something else happened.
+
+:func:`is_cut_off` reads an answer the same way: whether it stopped at its
+output limit (or the context window), and whether a tool call was cut; and
+:class:`Stretch` plans the escalation and continuation that make it whole.
 """
 
 from __future__ import annotations
@@ -11,16 +15,22 @@ from __future__ import annotations
 from .classify import Classified, ErrorKind, classify
 from .ladder import Attempt, RecoveryFailed, RecoveryReport, shrink
 from .loop import Climb, acall_with_recovery, call_with_recovery
+from .output import ContextWindowFull, Cutoff, Stretch, is_cut_off, output_cap
 
 __all__ = [
     "Attempt",
     "Classified",
     "Climb",
+    "ContextWindowFull",
+    "Cutoff",
     "ErrorKind",
     "RecoveryFailed",
     "RecoveryReport",
+    "Stretch",
     "acall_with_recovery",
     "call_with_recovery",
     "classify",
+    "is_cut_off",
+    "output_cap",
     "shrink",
 ]

@@ -106,7 +106,9 @@ def shrink(
     do not.
     """
     request, _ = repair_request(request)
-    policy = session.policy.scaled(0.5)
+    # Halved budgets, and every old result at the level its age allows at once: a level must
+    # never send more than the managed request that was refused.
+    policy = replace(session.policy.scaled(0.5), compaction="eager")
     dropped = 0
     key: str | None = None
     if level >= 2:

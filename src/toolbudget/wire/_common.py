@@ -138,7 +138,12 @@ def neutral(request: Request) -> Request:
 
     messages = tuple(Message(m.role, parts(m.parts)) for m in request.messages)
     tools = tuple(ToolDef(t.name, t.description, t.parameters) for t in request.tools if t.kind == "function")
-    extra = {k: v for k, v in request.extra.items() if k in PORTABLE_FIELDS}
+    # A request of no API (built from a transcript) holds only fields meant for its target.
+    extra = (
+        dict(request.extra)
+        if request.api is None
+        else {k: v for k, v in request.extra.items() if k in PORTABLE_FIELDS}
+    )
     return Request(None, messages, parts(request.system), tools, frozen_mapping(extra))
 
 

@@ -1,0 +1,86 @@
+"""An SDK call's keyword arguments as a request body, and back.
+
+The keyword arguments of ``messages.create`` or ``chat.completions.create`` are
+the request body, plus a few options of the SDK's own (``extra_headers``,
+``timeout``...) that never reach the body. The body goes through the session
+as plain JSON; the options go back to the SDK untouched.
+
+The body is always a new structure: the caller's lists and dicts are copied
+on the way in (SDK objects such as a previous answer's content blocks become
+their JSON, as the SDK itself would send them), so nothing toolbudget does can
+change the caller's history.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import date
+from typing import Any
+
+__all__ = ["SDK_OPTIONS", "CallArgs", "plain", "split"]
+
+SDK_OPTIONS = frozenset({"extra_headers", "extra_query", "extra_body", "timeout"})
+"""Keyword arguments every Stainless SDK method takes that are not body fields."""
+
+_OMITTED = frozenset({"NotGiven", "Omit"})
+
+
+def _omitted(value: Any) -> bool:
+    """The SDKs' "not given" sentinels (``NOT_GIVEN``, ``omit``): as if the argument were absent."""
+    return type(value).__name__ in _OMITTED
+
+
+def plain(value: Any) -> Any:
+    """``value`` as plain JSON data, copied: SDK models dumped as the SDK sends them, iterables listed."""
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    if isinstance(value, Mapping):
+        return {k: plain(v) for k, v in value.items() if not _omitted(v)}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    dump = None if isinstance(value, type) else getattr(value, "model_dump", None)
+    if callable(dump):  # a pydantic model, such as a content block of an earlier answer
+        exclude = getattr(value, "__api_exclude__", None)
+        return plain(dump(mode="json", by_alias=True, exclude_unset=True, exclude=exclude, warnings=False))
+    if isinstance(value, date):
+        return value.isoformat()
+    if isinstance(value, Iterable) and not isinstance(value, (bytes, bytearray, memoryview)):
+        return [plain(v) for v in value]
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class CallArgs:
+    """One call's arguments: the body, and the SDK options to pass along unchanged."""
+
+    body: dict[str, Any]
+    options: dict[str, Any]
+    fields: frozenset[str]
+    """The body fields the caller gave as keyword arguments."""
+
+    @property
+    def stream(self) -> bool:
+        return self.body.get("stream") is True
+
+    def kwargs(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        """Keyword arguments that send ``body``: its fields, the options, anything new in ``extra_body``."""
+        out = {k: v for k, v in body.items() if k in self.fields}
+        new = {k: v for k, v in body.items() if k not in self.fields}
+        out.update(self.options)
+        if new:
+            extra = self.options.get("extra_body")
+            out["extra_body"] = {**(extra if isinstance(extra, Mapping) else {}), **new}
+        return out
+
+
+def split(kwargs: Mapping[str, Any], options: frozenset[str] = SDK_OPTIONS) -> CallArgs:
+    """Split an SDK call's keyword arguments into a plain body and the SDK's own options."""
+    body: dict[str, Any] = {}
+    passed: dict[str, Any] = {}
+    for key, value in kwargs.items():
+        if key in options:
+            passed[key] = value
+        elif not _omitted(value):
+            body[key] = plain(value)
+    return CallArgs(body, passed, frozenset(body))
