@@ -27,7 +27,6 @@ cached-token counts for eager and cache-aware.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 from collections.abc import Callable
@@ -37,35 +36,21 @@ from typing import Any
 
 import orjson
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "src"))
+from _shared import REPO, conversations, trajectories
+
 sys.path.insert(0, str(REPO / "tests"))
 
-from toolbudget import ToolbudgetError, load_transcript, to_request, wire  # noqa: E402
-from toolbudget.model import Conversation, Text, ToolCall, ToolResult  # noqa: E402
-from toolbudget.policy import Policy  # noqa: E402
-from toolbudget.replay import ReplayTotals, prompt_text, replay_requests, requests_of  # noqa: E402
-from toolbudget.session import Session  # noqa: E402
+from toolbudget import ToolbudgetError, to_request, wire
+from toolbudget.model import Text, ToolCall, ToolResult
+from toolbudget.policy import Policy
+from toolbudget.replay import ReplayTotals, prompt_text, replay_requests, requests_of
+from toolbudget.session import Session
 
 CLEAR_TRIGGER_TOKENS = 100_000
 CLEAR_KEEP = 3
 CLEARED = "[cleared]"
 
 Manager = Callable[[dict[str, Any]], tuple[dict[str, Any], int]]
-
-
-def trajectories() -> Path:
-    env = os.environ.get("TOOLBUDGET_SHARED")
-    return (Path(env) if env else REPO.parent / "shared") / "data" / "trajectories"
-
-
-def conversations() -> list[tuple[str, Conversation]]:
-    root = trajectories()
-    out = []
-    for entry in orjson.loads((root / "manifest.json").read_bytes()):
-        for conversation in load_transcript(root / entry["file"]).conversations:
-            out.append((f"{entry['file']}#{conversation.id}", conversation))
-    return out
 
 
 def toolbudget_manager(policy: Policy, name: str, api: str = "anthropic") -> tuple[Manager, Session]:

@@ -15,30 +15,16 @@ as well, since that is the path that rebuilds and renders.
 from __future__ import annotations
 
 import argparse
-import gc
-import statistics
 import sys
-import time
-from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "src"))
-
-from toolbudget import load_transcript, repair, to_request, validate, wire  # noqa: E402
-from toolbudget.model import ToolResult  # noqa: E402
-
-
-def trajectories() -> Path:
-    import os
-
-    env = os.environ.get("TOOLBUDGET_SHARED")
-    base = Path(env) if env else REPO.parent / "shared"
-    return base / "data" / "trajectories"
+from _shared import REPO, timed, trajectories
+from toolbudget import load_transcript, repair, to_request, validate, wire
+from toolbudget.model import ToolResult
 
 
 def bodies(api: str) -> list[tuple[str, bytes]]:
@@ -55,17 +41,6 @@ def bodies(api: str) -> list[tuple[str, bytes]]:
 def history_length(body: dict[str, Any]) -> int:
     history = body.get("messages") or body.get("input") or body.get("contents") or []
     return len(history) if isinstance(history, list) else 1
-
-
-def best_of(fn: Callable[[], Any], repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        gc.disable()
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-        gc.enable()
-    return statistics.median(times)
 
 
 def damaged(raw: bytes, api: str) -> dict[str, Any]:
@@ -85,9 +60,9 @@ def damaged(raw: bytes, api: str) -> dict[str, Any]:
 def measure(raw: bytes, api: str, repeat: int) -> dict[str, Any]:
     body = orjson.loads(raw)
     broken = damaged(raw, api)
-    base = best_of(lambda: orjson.dumps(orjson.loads(raw)), repeat)
-    ours = best_of(lambda: (validate(body, api), repair(body, api)), repeat)
-    ours_broken = best_of(lambda: (validate(broken, api), repair(broken, api)), repeat)
+    base = timed(lambda: orjson.dumps(orjson.loads(raw)), repeat)
+    ours = timed(lambda: (validate(body, api), repair(body, api)), repeat)
+    ours_broken = timed(lambda: (validate(broken, api), repair(broken, api)), repeat)
     return {
         "bytes": len(raw),
         "messages": history_length(body),

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import os
 import statistics
 import sys
 import tempfile
@@ -41,44 +40,12 @@ from typing import Any
 
 import orjson
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "src"))
-
-from toolbudget import load_transcript, to_request  # noqa: E402
-from toolbudget.model import Conversation, Message, ToolCall, ToolResult  # noqa: E402
-from toolbudget.policy import Policy  # noqa: E402
-from toolbudget.replay import requests_of  # noqa: E402
-from toolbudget.session import Session  # noqa: E402
-
-
-def trajectories() -> Path:
-    env = os.environ.get("TOOLBUDGET_SHARED")
-    return (Path(env) if env else REPO.parent / "shared") / "data" / "trajectories"
-
-
-def conversations() -> list[tuple[str, Conversation]]:
-    root = trajectories()
-    manifest = orjson.loads((root / "manifest.json").read_bytes())
-    out = []
-    for entry in manifest:
-        for conversation in load_transcript(root / entry["file"]).conversations:
-            out.append((f"{entry['file']}#{conversation.id}", conversation))
-    return out
-
-
-def json_round_trip(raw: bytes) -> bytes:
-    return orjson.dumps(orjson.loads(raw))
-
-
-def timed(fn: Callable[[], Any], repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        gc.disable()
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-        gc.enable()
-    return statistics.median(times)
+from _shared import REPO, conversations, json_round_trip, timed, trajectories
+from toolbudget import to_request
+from toolbudget.model import Conversation, Message, ToolCall, ToolResult
+from toolbudget.policy import Policy
+from toolbudget.replay import requests_of
+from toolbudget.session import Session
 
 
 def headroom_compress() -> Callable[[list[dict[str, Any]]], Any] | None:

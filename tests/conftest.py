@@ -5,7 +5,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import orjson
 import pytest
+
+from toolbudget import load_transcript
+from toolbudget.model import Conversation
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -32,3 +36,15 @@ def trajectories() -> Path:
     if not (path / "manifest.json").is_file():
         pytest.skip(SKIP_REASON)
     return path
+
+
+@pytest.fixture(scope="session")
+def real(trajectories: Path) -> list[tuple[str, Conversation]]:
+    """Every conversation of every shared transcript, named ``file#id``."""
+    manifest = orjson.loads((trajectories / "manifest.json").read_bytes())
+    out = []
+    for entry in manifest:
+        for conversation in load_transcript(trajectories / entry["file"]).conversations:
+            out.append((f"{entry['file']}#{conversation.id}", conversation))
+    assert len(out) >= 260
+    return out

@@ -3,25 +3,12 @@
 from __future__ import annotations
 
 import copy
-from pathlib import Path
 
-import orjson
 import pytest
 
 from histories import DAMAGES, Seeded, damage, lost_results, rebuilt
-from toolbudget import load_transcript, repair, to_request, validate, wire
+from toolbudget import repair, to_request, validate, wire
 from toolbudget.model import Conversation, ToolCall
-
-
-@pytest.fixture(scope="module")
-def real(trajectories: Path) -> list[tuple[str, Conversation]]:
-    manifest = orjson.loads((trajectories / "manifest.json").read_bytes())
-    out = []
-    for entry in manifest:
-        for conversation in load_transcript(trajectories / entry["file"]).conversations:
-            out.append((f"{entry['file']}#{conversation.id}", conversation))
-    assert len(out) >= 260
-    return out
 
 
 @pytest.mark.parametrize("api", wire.APIS)

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from toolbudget import load_transcript, to_request, validate, wire
+from toolbudget import to_request, validate, wire
 from toolbudget.budget import MIN_PREVIEW_CHARS, result_text
 from toolbudget.marker import MARKER_RE, find_markers
 from toolbudget.model import Conversation, Message, Text, ToolCall, ToolResult
@@ -33,16 +33,6 @@ TIGHT = Policy(
     preview_tail_chars=300,
 )
 POLICIES = {"default": Policy(), "tight": TIGHT}
-
-
-@pytest.fixture(scope="module")
-def real(trajectories: Path) -> list[tuple[str, Conversation]]:
-    manifest = orjson.loads((trajectories / "manifest.json").read_bytes())
-    out = []
-    for entry in manifest:
-        for conversation in load_transcript(trajectories / entry["file"]).conversations:
-            out.append((f"{entry['file']}#{conversation.id}", conversation))
-    return out
 
 
 def results(body: dict[str, Any], api: str) -> Iterator[tuple[int, ToolResult, str | None]]:

@@ -191,7 +191,21 @@ def _parses_to_object(arguments: Any) -> bool:
         return False
 
 
-class _Anthropic:
+class _TextBlocks:
+    """Text units of the ``{"type": "text", "text": ...}`` shape (Anthropic, and Chat's own)."""
+
+    def is_text(self, unit: Any) -> bool:
+        return isinstance(unit, Mapping) and unit.get("type") == "text"
+
+    def text(self, unit: Any) -> str:
+        value = _dict(unit).get("text")
+        return value if isinstance(value, str) else ""
+
+    def append_text(self, unit: Any, text: str) -> Any:
+        return {**unit, "text": self.text(unit) + text}
+
+
+class _Anthropic(_TextBlocks):
     cut_reasons = frozenset({"max_tokens", "model_context_window_exceeded"})
     window_reasons = frozenset({"model_context_window_exceeded"})
     suspect_last_call = True
@@ -211,16 +225,6 @@ class _Anthropic:
             response["stop_reason"] = stop
         return response
 
-    def is_text(self, unit: Any) -> bool:
-        return isinstance(unit, Mapping) and unit.get("type") == "text"
-
-    def text(self, unit: Any) -> str:
-        value = _dict(unit).get("text")
-        return value if isinstance(value, str) else ""
-
-    def append_text(self, unit: Any, text: str) -> Any:
-        return {**unit, "text": self.text(unit) + text}
-
     def is_call(self, unit: Any) -> bool:
         return isinstance(unit, Mapping) and unit.get("type") == "tool_use"
 
@@ -228,7 +232,7 @@ class _Anthropic:
         return isinstance(_dict(unit).get("input"), Mapping)
 
 
-class _Chat:
+class _Chat(_TextBlocks):
     """OpenAI Chat: the first choice's message. Its text is one unit; each tool call is one."""
 
     cut_reasons = frozenset({"length", "model_length"})
@@ -278,16 +282,6 @@ class _Chat:
             choice["finish_reason"] = stop
         response["choices"] = [choice, *choices[1:]]
         return response
-
-    def is_text(self, unit: Any) -> bool:
-        return isinstance(unit, Mapping) and unit.get("type") == "text"
-
-    def text(self, unit: Any) -> str:
-        value = _dict(unit).get("text")
-        return value if isinstance(value, str) else ""
-
-    def append_text(self, unit: Any, text: str) -> Any:
-        return {**unit, "text": self.text(unit) + text}
 
     def is_call(self, unit: Any) -> bool:
         return isinstance(unit, Mapping) and isinstance(unit.get("function"), Mapping)
