@@ -17,6 +17,16 @@ from hypothesis import strategies as st
 
 from toolbudget import load_transcript, to_request, wire
 from toolbudget.budget import result_text
+from toolbudget.compaction import (
+    LEVEL_NONE,
+    READ_COST,
+    WRITE_COST,
+    SlotInfo,
+    _decide,
+    _eager_step,
+    eager_levels,
+    size_at,
+)
 from toolbudget.marker import find_markers
 from toolbudget.model import Conversation, Message, Text, ToolCall, ToolResult
 from toolbudget.policy import Policy
@@ -234,3 +244,59 @@ def test_the_window_is_never_exceeded_while_eligible_results_remain(trajectories
                     ):
                         assert find_markers(text) and len(text) < 1_500, (name, i)
     assert over > 0
+
+
+def _synthetic(result_sizes: list[int], policy: Policy) -> tuple[list[SlotInfo], list[int], list[int]]:
+    """A task, then per turn an assistant call and its result: slots, cumulative sizes, request ends."""
+    sizes = [500]
+    slots = []
+    for turn, size in enumerate(result_sizes):
+        sizes += [200, size]
+        slots.append(SlotInfo(len(sizes) - 1, turn, size, size > policy.microcompact_min_chars, False))
+    cum = [0, *itertools.accumulate(sizes)]
+    ends = [3 + 2 * j for j in range(len(result_sizes))]
+    return slots, cum, ends
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(100, 20_000), min_size=1, max_size=12))
+def test_the_eager_replay_bills_as_a_count_of_the_prompt_text(result_sizes: list[int]) -> None:
+    """What the schedule tallies for per-turn aging equals billing the prompts it would send."""
+    policy = Policy()
+    slots, cum, ends = _synthetic(result_sizes, policy)
+    counted = tallied = 0.0
+    previous = ""
+    for j, end in enumerate(ends):
+        present = [s for s in slots if s.msg < end]
+        levels = dict(zip((s.msg for s in present), eager_levels(present, j + 1, policy), strict=True))
+        pieces = []
+        for i in range(end):
+            if i in levels:
+                slot = next(s for s in present if s.msg == i)
+                # A character of its own per result and level: a changed level changes the first byte.
+                pieces.append(chr(0x100 + 3 * i + levels[i]) * size_at(slot, levels[i], policy))
+            else:
+                pieces.append("x" * (cum[i + 1] - cum[i]))
+        text = "".join(pieces)
+        same = (i for i, (a, b) in enumerate(zip(previous, text, strict=False)) if a != b)
+        prefix = next(same, min(len(previous), len(text)))
+        counted += READ_COST * prefix + WRITE_COST * (len(text) - prefix)
+        tallied += _eager_step(present, j + 1, end, ends[j - 1] if j else 0, cum, policy)
+        previous = text
+    assert tallied == pytest.approx(counted)
+
+
+def test_a_patient_schedule_fires_only_for_the_watermark() -> None:
+    policy = Policy()
+    slots, cum, ends = _synthetic([12_000] * 8, policy)
+    end, prev_end = ends[-1], ends[-2]
+
+    def decide(patient: bool, window_chars: int) -> tuple[bool, list[int]]:
+        state = [LEVEL_NONE] * len(slots)
+        fired = _decide(slots, state, len(ends), end, prev_end, cum, window_chars, policy, patient)
+        return fired, state
+
+    assert decide(False, 10**9)[0]
+    assert decide(True, 10**9) == (False, [LEVEL_NONE] * len(slots))
+    fired, state = decide(True, cum[end] // 2)
+    assert fired and any(state)

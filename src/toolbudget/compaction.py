@@ -16,8 +16,17 @@ each request is the previous one plus what was appended, byte for byte. An
 event fires when a cost model says the rewrite pays for itself: it weighs the
 characters it reclaims, read again from the cache on every later request,
 against the characters after the first changed byte, which must be written to
-the cache again. It also fires, whatever the cost, when the history passes the
-high watermark of the context window, and then compacts down to the low one.
+the cache again. How many later requests there will be is a guess from how
+long the session has run; and while per-turn aging, replayed on the history so
+far, has been clearly losing to leaving the history alone, the schedule does
+not bet that the next rewrite will pay. It also fires, whatever the cost, when
+the history passes the high watermark of the context window, and then
+compacts down to the low one.
+
+No rule that sees only the history can stay within a few percent of the
+better of "never compact" and "age every turn" on every session, because
+which one wins depends on how long the session goes on;
+``bench/schedule_bound.py`` measures how close any schedule can come.
 
 The schedule is a pure function of the history: the decision at each earlier
 request point is computed again from the history up to that point, which the
@@ -91,11 +100,15 @@ _SUMMARY_ERROR_CHARS = 1_000
 READ_COST = 0.1
 WRITE_COST = 1.25
 # How many more requests a compaction is expected to serve: half as many as the session has
-# had so far, at least 5 and at most 60. Chosen by replaying the shared sessions (see README):
+# had so far, at least 10 and at most 60. Chosen by replaying the shared sessions (see README):
 # longer horizons compact too late in short sessions, shorter ones too late in long ones.
 HORIZON_SHARE = 0.5
-HORIZON_MIN = 5
+HORIZON_MIN = 10
 HORIZON_MAX = 60
+# Events wait while per-turn aging, replayed on the history so far, has cost more than this
+# share above leaving the history alone: the session's results have not been paying back
+# their rewrites, so a guess that the next ones will is a poor bet. (Watermarks still fire.)
+EAGER_LOSING = 0.3
 
 _WINDOWS = (
     ("claude", 200_000),
@@ -169,6 +182,8 @@ class _Checkpoint:
 
     end: int  # message index where the point's request ends
     levels: tuple[int, ...]  # applied level of each slot present at the point
+    unmanaged: float  # what the history so far cost with no compaction (chars at cache prices)
+    eager: float  # and with per-turn aging
 
 
 class Schedule:
@@ -218,7 +233,9 @@ class Schedule:
         for size in sizes:
             cum.append(cum[-1] + size)
         window_chars = context_window(policy, request.model) * 4
-        state: list[int] = list(self._points[resume - 1].levels) if resume else []
+        last = self._points[resume - 1] if resume else None
+        state: list[int] = list(last.levels) if last else []
+        unmanaged, eager = (last.unmanaged, last.eager) if last else (0.0, 0.0)
         kept = self._points[:resume]
         events = [e for e in self.events if e < resume]
         for j in range(resume, len(points)):
@@ -226,9 +243,12 @@ class Schedule:
             present = [s for s in slots if s.msg < end]
             state.extend([LEVEL_NONE] * (len(present) - len(state)))
             prev_end = points[j - 1] if j else 0
-            if _decide(present, state, j + 1, end, prev_end, cum, window_chars, policy):
+            patient = j > 0 and eager > (1 + EAGER_LOSING) * unmanaged
+            if _decide(present, state, j + 1, end, prev_end, cum, window_chars, policy, patient):
                 events.append(j)
-            kept.append(_Checkpoint(end, tuple(state)))
+            unmanaged += _unmanaged_step(end, prev_end, cum, first=j == 0)
+            eager += _eager_step(present, j + 1, end, prev_end, cum, policy)
+            kept.append(_Checkpoint(end, tuple(state), unmanaged, eager))
         self._messages = request.messages
         self._points = kept
         self.events = events
@@ -272,11 +292,13 @@ def _decide(
     cum: Sequence[int],
     window_chars: int,
     policy: Policy,
+    patient: bool = False,
 ) -> bool:
     """Decide at one request point; apply an event to ``state`` and say whether one fired.
 
     ``end`` is where this request ends and ``prev_end`` where the previous one
-    did: the previous request is what the provider has cached.
+    did: the previous request is what the provider has cached. A ``patient``
+    decision fires only for the watermark.
 
     An event rewrites everything after its first changed result. So it starts
     at the cut point that pays best: the pending changes from there on are
@@ -290,7 +312,7 @@ def _decide(
     high = length > policy.compact_high_watermark * window_chars
     changing = [k for k, (lv, tg) in enumerate(zip(state, targets, strict=True)) if tg > lv]
     if not high:
-        if not changing:
+        if not changing or patient:
             return False
         cut = _best_cut(present, sizes, targets, changing, turns, cum[prev_end] - saved, cum, policy)
         if cut is None:
@@ -337,6 +359,35 @@ def _best_cut(
         if net > 0 and (best is None or net > best[0]):
             best = (net, present[k].msg)
     return None if best is None else best[1]
+
+
+def _unmanaged_step(end: int, prev_end: int, cum: Sequence[int], *, first: bool) -> float:
+    """What one request costs with no compaction: the previous one read, the rest written."""
+    if first:
+        return WRITE_COST * cum[end]
+    return READ_COST * cum[prev_end] + WRITE_COST * (cum[end] - cum[prev_end])
+
+
+def _eager_step(
+    present: Sequence[SlotInfo], turns: int, end: int, prev_end: int, cum: Sequence[int], policy: Policy
+) -> float:
+    """What one request costs under per-turn aging, after the previous one under it."""
+    now = eager_levels(present, turns, policy)
+    length = cum[end] - sum(s.size - size_at(s, lv, policy) for s, lv in zip(present, now, strict=True))
+    if turns == 1:
+        return WRITE_COST * length
+    before = [s for s in present if s.msg < prev_end]
+    then = eager_levels(before, turns - 1, policy)
+    prefix = cum[prev_end]
+    shift = 0
+    for slot, old, new in zip(before, then, now, strict=False):
+        if old != new:
+            prefix = cum[slot.msg] - shift
+            break
+        shift += slot.size - size_at(slot, old, policy)
+    else:
+        prefix -= shift
+    return READ_COST * prefix + WRITE_COST * (length - prefix)
 
 
 def _down_to_low(

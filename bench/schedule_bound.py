@@ -1,0 +1,213 @@
+"""Benchmark: the best any compaction schedule can guarantee when a session may end at any request.
+
+A schedule decides at each request from the history so far; the client
+resends that history unchanged, so the schedule's choices up to request k are
+the same whether the session ends at k or goes on. A session cut after request
+k is a session too (the agent finished there). So the per-session target "at
+most 2% above the cheaper of unmanaged and eager" can only be met on every
+session if one sequence of choices meets it at every request k of a session,
+against that prefix's own unmanaged and eager costs.
+
+For each shared session with few compactable results, this script searches
+every schedule exactly: at each request, every combination of levels each
+result may have at its age (none, preview, summary; un-compacting included).
+Bodies are rendered by the real pipeline and billed as ``bench/cache.py``
+bills them (common prefix with the previous request read at 0.1, the rest
+written at 1.25). A Pareto search over (cost so far, worst ratio so far) finds
+the smallest worst-over-prefixes ratio any schedule reaches: the *bound*. A
+bound above 1.02 means no schedule can meet the target on every session that
+starts like this one. The same numbers for toolbudget's cache-aware schedule
+are printed beside it.
+
+    python bench/schedule_bound.py [--max-slots 5] [--out bench/results/schedule_bound.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import sys
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+import orjson
+
+from _shared import REPO, conversations, require_trajectories
+from cache import toolbudget_manager
+from toolbudget import to_request, wire
+from toolbudget.compaction import LEVEL_NONE, Schedule, SlotInfo, _turn_starts, eager_levels
+from toolbudget.model import Request
+from toolbudget.policy import Policy
+from toolbudget.replay import (
+    PRICE_READ,
+    PRICE_WRITE,
+    ReplayTotals,
+    common_prefix,
+    prompt_text,
+    replay_requests,
+    requests_of,
+    tokens,
+)
+from toolbudget.session import Session
+
+State = tuple[int, ...]
+
+
+class Forced(Schedule):
+    """A schedule that applies the levels it is told, and remembers what it was asked about."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.state: State = ()
+        self.eligible: list[int] = []
+        self.allowed: list[int] = []
+
+    def levels(
+        self, request: Request, slots: Sequence[SlotInfo], sizes: Sequence[int], policy: Policy
+    ) -> list[int]:
+        self.fired_now = False
+        self.eligible = [k for k, s in enumerate(slots) if s.eligible]
+        ages = eager_levels(slots, len(_turn_starts(request.messages)), policy)
+        self.allowed = [ages[k] for k in self.eligible]
+        levels = [LEVEL_NONE] * len(slots)
+        for k, level in zip(self.eligible, self.state, strict=False):
+            levels[k] = level
+        return levels
+
+
+def step_cost(previous: str, text: str) -> float:
+    prefix = common_prefix(previous, text) if previous else 0
+    return PRICE_READ * tokens(prefix) + PRICE_WRITE * (tokens(len(text)) - tokens(prefix))
+
+
+def cumulative(totals: ReplayTotals) -> list[float]:
+    out, total = [], 0.0
+    for turn in totals.turns:
+        total += PRICE_READ * turn.prefix_tokens + PRICE_WRITE * (turn.tokens - turn.prefix_tokens)
+        out.append(total)
+    return out
+
+
+def rendered_states(
+    name: str, conversation: Any, policy: Policy, max_slots: int
+) -> tuple[list[dict[State, str]], list[State]] | None:
+    """For every request, the prompt text under every combination of allowed levels, and eager's levels.
+
+    ``None`` when more than ``max_slots`` results may be compacted (the search grows as 3^slots).
+    """
+    forced = Forced()
+    session = Session(f"bound-{name}", store="memory:", policy=policy)
+    session._schedule = forced
+    out: list[dict[State, str]] = []
+    tops: list[State] = []
+    with session:
+        for prefix in requests_of(conversation):
+            request = wire.parse(to_request(prefix, "anthropic", model="replay"), "anthropic")
+            forced.state = ()
+            session.manage_request(request)  # learns which results may be compacted, and how far
+            if len(forced.eligible) > max_slots:
+                return None
+            tops.append(tuple(forced.allowed))
+            choices = [range(a + 1) for a in forced.allowed]
+            texts: dict[State, str] = {}
+            for state in itertools.product(*choices):
+                forced.state = state
+                fixed, _ = session.manage_request(request)
+                texts[state] = prompt_text(fixed)
+            out.append(texts)
+    return out, tops
+
+
+def bound(texts: list[dict[State, str]], best: list[float]) -> tuple[float, float]:
+    """(smallest worst-over-prefixes ratio of any schedule, smallest final cost of any schedule)."""
+
+    labels: dict[State, list[tuple[float, float]]] = {}
+    for state, text in texts[0].items():
+        cost = step_cost("", text)
+        labels[state] = [(cost, cost / best[0])]
+    for j in range(1, len(texts)):
+        fresh: dict[State, list[tuple[float, float]]] = {}
+        for new, text in texts[j].items():
+            candidates = []
+            for old, pareto in labels.items():
+                step = step_cost(texts[j - 1][old], text)
+                for cost, worst in pareto:
+                    total = cost + step
+                    candidates.append((total, max(worst, total / best[j])))
+            candidates.sort()
+            kept: list[tuple[float, float]] = []
+            for cost, worst in candidates:
+                if not kept or worst < kept[-1][1]:
+                    kept.append((cost, worst))
+            fresh[new] = kept
+        labels = fresh
+    final = [label for pareto in labels.values() for label in pareto]
+    return min(w for _, w in final), min(c for c, _ in final)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--max-slots", type=int, default=5, help="sessions with at most this many results")
+    parser.add_argument("--out", default=str(REPO / "bench" / "results" / "schedule_bound.json"))
+    args = parser.parse_args()
+    require_trajectories()
+    base = Policy()
+    rows = []
+    for name, conversation in conversations():
+        found = rendered_states(name, conversation, base, args.max_slots)
+        if found is None or not found[0]:
+            continue
+        texts, tops = found
+        slots = len(tops[-1])
+        if slots == 0:
+            continue
+        unmanaged = cumulative(replay_requests(conversation, "anthropic", None))
+        runs: dict[str, list[float]] = {}
+        for mode in ("eager", "cache-aware"):
+            manage, session = toolbudget_manager(replace(base, compaction=mode), f"{mode}-{name}")
+            with session:
+                runs[mode] = cumulative(replay_requests(conversation, "anthropic", manage))
+        # The search renders eager's path too; it must bill exactly as the real eager replay does.
+        eager_path = [t[top] for t, top in zip(texts, tops, strict=True)]
+        eager_check = sum(step_cost(eager_path[j - 1] if j else "", t) for j, t in enumerate(eager_path))
+        if abs(eager_check - runs["eager"][-1]) > 1e-6:
+            sys.exit(f"{name}: the search bills eager at {eager_check}, the replay at {runs['eager'][-1]}")
+        best = [min(u, e) for u, e in zip(unmanaged, runs["eager"], strict=True)]
+        worst_possible, cheapest = bound(texts, best)
+        ours = runs["cache-aware"]
+        row: dict[str, Any] = {
+            "session": name,
+            "requests": len(texts),
+            "compactable_results": slots,
+            "cache_aware_final_ratio": ours[-1] / best[-1],
+            "cache_aware_worst_prefix_ratio": max(c / b for c, b in zip(ours, best, strict=True)),
+            "bound_worst_prefix_ratio": worst_possible,
+            "offline_cheapest_final_ratio": cheapest / best[-1],
+        }
+        rows.append(row)
+        print(
+            f"{name[-60:]:<60} n={row['requests']:>3} slots={slots} "
+            f"ours final {row['cache_aware_final_ratio']:.3f} "
+            f"worst-prefix {row['cache_aware_worst_prefix_ratio']:.3f} | bound {worst_possible:.3f} "
+            f"offline {row['offline_cheapest_final_ratio']:.3f}",
+            flush=True,
+        )
+    over = [r for r in rows if r["bound_worst_prefix_ratio"] > 1.02]
+    summary = {
+        "sessions_searched": len(rows),
+        "sessions_where_no_schedule_meets_2_percent_on_every_prefix": len(over),
+        "largest_bound": max((r["bound_worst_prefix_ratio"] for r in rows), default=None),
+        "cache_aware_worst_prefix_ratio_max": max(
+            (r["cache_aware_worst_prefix_ratio"] for r in rows), default=None
+        ),
+    }
+    print()
+    for key, value in summary.items():
+        print(f"{key:<64} {value}")
+    with open(args.out, "wb") as fh:
+        fh.write(orjson.dumps({"summary": summary, "sessions": rows}, option=orjson.OPT_INDENT_2))
+
+
+if __name__ == "__main__":
+    main()
