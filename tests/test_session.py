@@ -287,3 +287,34 @@ def test_a_five_megabyte_line() -> None:
         (marker,) = find_markers(shown)
         assert session.original(marker.key or "") == text
         assert re.search(r"omitted \d+ of 5000000 chars", shown)
+
+
+def test_a_result_that_quotes_a_marker_is_its_own_text() -> None:
+    """Only cuts this session made are read back as cuts; a quoted marker is just text."""
+    log = "".join(f"log line {i}\n" for i in range(5_000))
+    messages: list[dict[str, Any]] = [
+        {"role": "user", "content": "task"},
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "make"}}],
+        },
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": log}]},
+    ]
+    with Session("quoted", store="memory:") as session:
+        first = session.manage({"model": "m", "max_tokens": 10, "messages": messages}, "anthropic").body
+        marker = MARKER_RE.search(first["messages"][2]["content"][0]["content"])
+        assert marker is not None
+        note = f"notes.md:\nlook at the build output later {marker.group(0)}\n"
+        messages += [
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": "t2", "name": "Read", "input": {"path": "n"}}],
+            },
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t2", "content": note}]},
+        ]
+        managed = session.manage({"model": "m", "max_tokens": 10, "messages": messages}, "anthropic")
+        assert managed.body["messages"][4]["content"][0]["content"] == note
+        assert managed.body["messages"][2] == first["messages"][2]
+        # A managed body is still managed as its original: the cut is recognised and kept.
+        again = session.manage(managed.body, "anthropic").body
+        assert again == managed.body

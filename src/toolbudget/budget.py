@@ -71,6 +71,10 @@ class Archive:
     memo: dict[tuple[str, int, bool, bool, bool], Preview]
     """Previews already made, by key, limit and how they were made: a warm session reuses them."""
 
+    forms: set[str]
+    """Every cut text this archive's session has sent. Only these are read back as cuts: a
+    result that merely quotes a marker (a file the agent pasted one into) is its own text."""
+
 
 @dataclass(frozen=True, slots=True)
 class Cut:
@@ -192,7 +196,7 @@ def _slots(request: Request, policy: Policy, archive: Archive | None) -> list[_S
 
 
 def _original_of(text: str, archive: Archive | None) -> str:
-    if archive is None or "[toolbudget: " not in text:
+    if archive is None or "[toolbudget: " not in text or text not in archive.forms:
         return text
     keyed = [m for m in find_markers(text) if m.key]
     if len(keyed) != 1:
@@ -282,6 +286,8 @@ class _Cutter:
 
     def _set(self, slot: _Slot, text: str, kind: str, key: str | None, reason: str) -> None:
         slot.current = text
+        if key is not None and self.archive is not None:
+            self.archive.forms.add(text)
         slot.cut = Cut(
             slot.msg, slot.result.call_id, slot.tool, kind, len(slot.original), len(text), key, reason
         )

@@ -193,6 +193,7 @@ class _SessionArchive(Archive):
     def __init__(self, session: Session) -> None:
         self.session = session
         self.memo: dict[tuple[str, int, bool, bool, bool], Preview] = {}
+        self.forms: set[str] = set()
         self.written: dict[str, str | None] = {}
         self.secret = hashlib.blake2b(
             session.id.encode("utf-8", "surrogatepass"), digest_size=32, person=b"toolbudget-key"
