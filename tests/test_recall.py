@@ -103,3 +103,35 @@ def test_a_recall_tool_definition_for_every_api(api: str) -> None:
     tool = recall_tool(api)
     text = str(tool)
     assert "toolbudget_recall" in text and "key" in text
+
+
+def grep_all(text: str, pattern: str, max_chars: int) -> list[int]:
+    """Follow grep pages to the end; the line numbers shown, each page checked against its cap."""
+    query = RecallQuery(KEY, grep=pattern)
+    numbers: list[int] = []
+    for _ in range(10_000):
+        page = recall_page(text, query, max_chars)
+        assert len(page) <= max_chars
+        follow_up = NEXT.search(page)
+        body = HEADER.sub("", page[: follow_up.start()] if follow_up else page)
+        numbers += [int(n) for n in re.findall(r"^(\d+): ", body, re.M)]
+        if not follow_up:
+            return numbers
+        args = dict(re.findall(r'(\w+) "((?:[^"\\]|\\.)*)"', follow_up.group(1)))
+        assert args["grep"] == pattern
+        query = parse_query({"key": KEY, **args})
+    raise AssertionError("grep pages never ended")
+
+
+@pytest.mark.parametrize(
+    ("pattern", "max_chars"),
+    [
+        ("alpha|" + "(?:nomatch)" * 30, 8_000),  # a pattern longer than the page's fixed overhead
+        ("alpha", 400),  # matching lines longer than a page
+        ("gamma", 250),
+    ],
+)
+def test_grep_pages_reach_every_match_whatever_the_pattern_and_page(pattern: str, max_chars: int) -> None:
+    text = "".join(f"{i:05d} alpha beta gamma {'z' * (40 if i % 7 else 700)}\nnoise\n" for i in range(600))
+    wanted = [n for n, line in enumerate(split_lines(text), 1) if re.search(pattern, line)]
+    assert grep_all(text, pattern, max_chars) == wanted

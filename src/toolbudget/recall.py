@@ -233,10 +233,13 @@ def _grep_page(text: str, query: RecallQuery, max_chars: int) -> str:
     except re.error:
         regex = re.compile(re.escape(pattern))
         note = " (not a valid regular expression, matched as plain text)"
+    # The header names the pattern for the reader; the pointer to the next page must carry it whole.
+    named = repr(pattern) if len(pattern) <= 80 else repr(pattern[:79] + "…")
     lines = [line.rstrip("\r\n") for line in split_lines(text)]
     start, end = query.lines or (1, None)
     end = len(lines) if end is None else min(end, len(lines))
-    room = max(max_chars - _FOOTER_ROOM - 120, 1)
+    widest = _header(query.key, f"{end} lines matching {named}{note} in lines {start}-{end} of {len(lines)}")
+    room = max(max_chars - len(widest) - len(_next(query.key, grep=pattern, lines=f"{end}:")), 1)
     out: list[str] = []
     used = 0
     matches = 0
@@ -244,11 +247,14 @@ def _grep_page(text: str, query: RecallQuery, max_chars: int) -> str:
         line = lines[number - 1]
         if not regex.search(line):
             continue
-        shown = line if len(line) <= _LINE_LIMIT else line[:_LINE_LIMIT] + " …"
-        entry = f"{number}: {shown}\n"
-        if used + len(entry) > room:
+        label = f"{number}: "
+        limit = min(_LINE_LIMIT, room - len(label) - 3) if not out else _LINE_LIMIT
+        # The first match of a page is always shown, shortened if it must be, so paging moves on.
+        shown = line if len(line) <= limit else line[: max(limit, 1)] + " …"
+        entry = f"{label}{shown}\n"
+        if out and used + len(entry) > room:
             header = _header(
-                query.key, f"{matches} lines matching {pattern!r}{note} in lines {start}-{number - 1}"
+                query.key, f"{matches} lines matching {named}{note} in lines {start}-{number - 1}"
             )
             follow = _next(query.key, grep=pattern, lines=f"{number}:")
             return _fit(header + "".join(out).rstrip("\n") + follow, max_chars)
@@ -256,7 +262,7 @@ def _grep_page(text: str, query: RecallQuery, max_chars: int) -> str:
         used += len(entry)
         matches += 1
     header = _header(
-        query.key, f"{matches} lines matching {pattern!r}{note} in lines {start}-{end} of {len(lines)}"
+        query.key, f"{matches} lines matching {named}{note} in lines {start}-{end} of {len(lines)}"
     )
     return _fit(header + "".join(out).rstrip("\n"), max_chars)
 
