@@ -25,6 +25,8 @@ from typing import Any
 
 import orjson
 
+from ..errors import ToolbudgetError
+from ..jsonio import dumps, parse_exact
 from ._base import plural
 from ._lines import safe_cut
 
@@ -237,9 +239,10 @@ class JsonStrategy:
     def __init__(self, text: str) -> None:
         self.text = text
         try:
-            self.value: Any = orjson.loads(text)
+            data = text.encode("utf-8")
+            self.value: Any = parse_exact(data, orjson.loads(data))
             self.usable = True
-        except (ValueError, TypeError):
+        except (ValueError, TypeError, RecursionError):
             self.value = None
             self.usable = False
         self.placeholder = self._placeholder()
@@ -314,7 +317,10 @@ class JsonStrategy:
         return made
 
     def _finish(self, out: Any, stats: _Stats) -> JsonCut | None:
-        body = orjson.dumps(out).decode("utf-8")
+        try:
+            body = dumps(out).decode("utf-8")
+        except ToolbudgetError:
+            return None  # a shape JSON cannot write back: the text preview takes over
         literal = orjson.dumps(self.placeholder).decode("utf-8")
         if body.count(literal) != 1:
             return None

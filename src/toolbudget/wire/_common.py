@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 import orjson
 
 from ..errors import ShapeError
-from ..jsonio import type_name
+from ..jsonio import dumps, type_name
 from ..model import (
     EMPTY,
     Data,
@@ -85,7 +85,7 @@ def dumps_text(value: Any) -> str:
     """JSON text for a value that must travel as text (structured content on a text-only wire)."""
     if isinstance(value, str):
         return value
-    return orjson.dumps(value).decode()
+    return dumps(value).decode()
 
 
 # --- neutral form, used when converting between APIs -------------------------------
@@ -261,7 +261,7 @@ def arguments_text(call: ToolCall) -> str:
         arguments = {}
     elif not isinstance(arguments, dict):
         arguments = {"input": arguments}
-    return orjson.dumps(arguments).decode()
+    return dumps(arguments).decode()
 
 
 def data_url_type(url: str) -> str | None:
