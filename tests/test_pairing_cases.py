@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from toolbudget import SYNTHETIC_TEXT, repair, validate
+from toolbudget import SYNTHETIC_TEXT, ShapeError, repair, validate
 
 
 def A(*blocks: Any) -> dict[str, Any]:
@@ -185,3 +185,197 @@ def test_tool_blocks_without_tools_get_placeholder_definitions() -> None:
     assert [r.kind for r in repaired.repairs] == ["added_tool_definitions"]
     assert [t["name"] for t in repaired.body["tools"]] == ["Bash"]
     assert repaired.body["messages"] == b["messages"]
+
+
+# --- OpenAI Responses and Gemini ------------------------------------------------------
+
+
+def fc(i: str, name: str = "Bash") -> dict[str, Any]:
+    return {"type": "function_call", "call_id": i, "name": name, "arguments": "{}"}
+
+
+def fo(i: str, output: str | None = None) -> dict[str, Any]:
+    return {"type": "function_call_output", "call_id": i, "output": output or f"out {i}"}
+
+
+def responses(*items: Any, **extra: Any) -> dict[str, Any]:
+    return {"model": "gpt-x", "input": [{"role": "user", "content": "go"}, *items], **extra}
+
+
+def gemini(*contents: Any) -> dict[str, Any]:
+    return {"contents": [{"role": "user", "parts": [{"text": "go"}]}, *contents]}
+
+
+def call(name: str, i: str | None = None, **extra: Any) -> dict[str, Any]:
+    inner: dict[str, Any] = {"name": name, "args": {}}
+    if i is not None:
+        inner["id"] = i
+    return {"functionCall": inner, **extra}
+
+
+def response(name: str, i: str | None = None, output: str = "ok") -> dict[str, Any]:
+    inner: dict[str, Any] = {"name": name, "response": {"output": output}}
+    if i is not None:
+        inner["id"] = i
+    return {"functionResponse": inner}
+
+
+def settled(b: dict[str, Any], api: str) -> Any:
+    """Repair once: the result is valid, and a second repair changes nothing."""
+    repaired = repair(b, api)
+    assert [str(v) for v in validate(repaired.body, api)] == []
+    assert repair(repaired.body, api).body is repaired.body
+    return repaired
+
+
+@pytest.mark.parametrize("opener", ["message", "reasoning"])
+def test_responses_id_reused_by_a_later_turn_is_renamed_not_dropped(opener: str) -> None:
+    later = (
+        {"type": "reasoning", "id": "rs_2", "summary": [], "encrypted_content": "ENC=="}
+        if opener == "reasoning"
+        else {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "now"}]}
+    )
+    b = responses(fc("c0", "Read"), fo("c0", "read"), later, fc("c0", "Bash"), fo("c0", "bash"))
+    repaired = settled(b, "openai-responses")
+    assert [(r.kind, r.index, r.call_id) for r in repaired.repairs] == [("renamed_call_id", 4, "c0")]
+    assert repaired.body["input"][3] == later
+    assert repaired.body["input"][4:] == [fc("c0_2", "Bash"), fo("c0_2", "bash")]
+
+
+def test_responses_output_before_pending_calls_closes_the_turn_in_one_pass() -> None:
+    b = responses(fo("a", "A"), fc("a"), fc("b"))
+    repaired = settled(b, "openai-responses")
+    assert [(r.kind, r.call_id) for r in repaired.repairs] == [
+        ("moved_result", "a"),
+        ("closed_pending_call", "b"),
+    ]
+    synthetic = repaired.body["input"][-1]
+    # Only documented fields: the API refuses unknown ones on an input item.
+    assert synthetic == {"type": "function_call_output", "call_id": "b", "output": SYNTHETIC_TEXT}
+
+
+def test_responses_output_is_not_placed_among_trailing_calls() -> None:
+    b = responses(fc("a"), fc("x"), fo("x"), fc("p"))
+    repaired = settled(b, "openai-responses")
+    assert [r.kind for r in repaired.repairs] == ["synthesized_result"]
+    assert [i.get("call_id") for i in repaired.body["input"][1:]] == ["a", "x", "x", "a", "p"]
+
+
+PARTLY_ANSWERED_PENDING = {
+    "anthropic": body(U(txt("go"), res("a")), A(use("a"), use("b"))),
+    "openai-chat": {
+        "model": "m",
+        "messages": [
+            {"role": "user", "content": "go"},
+            {"role": "tool", "tool_call_id": "a", "content": "A"},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {"id": i, "type": "function", "function": {"name": "f", "arguments": "{}"}} for i in "ab"
+                ],
+            },
+        ],
+    },
+    "gemini": {
+        "contents": [
+            {"role": "user", "parts": [{"text": "go"}, response("f", "a")]},
+            {"role": "model", "parts": [call("f", "a"), call("f", "b")]},
+        ]
+    },
+    "bedrock-converse": {
+        "modelId": "m",
+        "toolConfig": {"tools": [{"toolSpec": {"name": "f", "inputSchema": {"json": {"type": "object"}}}}]},
+        "messages": [
+            {"role": "user", "content": [{"toolResult": {"toolUseId": "a", "content": [{"text": "A"}]}}]},
+            {
+                "role": "assistant",
+                "content": [{"toolUse": {"toolUseId": i, "name": "f", "input": {}}} for i in "ab"],
+            },
+        ],
+    },
+    "openai-responses": responses(fo("a", "A"), fc("a"), fc("b")),
+}
+
+
+@pytest.mark.parametrize("api", sorted(PARTLY_ANSWERED_PENDING))
+def test_a_pending_turn_with_one_misplaced_result_is_closed_alike_on_every_api(api: str) -> None:
+    repaired = settled(PARTLY_ANSWERED_PENDING[api], api)
+    kinds = [(r.kind, r.call_id) for r in repaired.repairs]
+    assert ("moved_result", "a") in kinds
+    assert ("closed_pending_call", "b") in kinds
+
+
+def test_gemini_orphan_removal_joins_the_model_turns_in_the_same_pass() -> None:
+    b = gemini(
+        {"role": "model", "parts": [{"text": "Let me look."}]},
+        {"role": "user", "parts": [response("f", "c0", "orphan")]},
+        {"role": "model", "parts": [call("f", "c1")]},
+        {"role": "user", "parts": [response("f", "c1")]},
+    )
+    repaired = settled(b, "gemini")
+    assert [r.kind for r in repaired.repairs] == ["removed_orphan_result", "merged_messages"]
+    assert repaired.body["contents"][1] == {
+        "role": "model",
+        "parts": [{"text": "Let me look."}, call("f", "c1")],
+    }
+
+
+def test_gemini_calls_of_one_name_without_ids_are_answered_in_order() -> None:
+    b = gemini(
+        {"role": "model", "parts": [call("read_file"), call("read_file")]},
+        {"role": "user", "parts": [response("read_file", output="A"), response("read_file", output="B")]},
+    )
+    assert validate(b, "gemini") == []
+    assert repair(b, "gemini").body is b
+
+
+def test_gemini_signature_of_a_dropped_duplicate_call_is_kept() -> None:
+    b = gemini(
+        {"role": "model", "parts": [call("f", "a"), call("f", "a", thoughtSignature="SIG==")]},
+        {"role": "user", "parts": [response("f", "a")]},
+    )
+    repaired = settled(b, "gemini")
+    assert [r.kind for r in repaired.repairs] == ["removed_duplicate_call"]
+    assert repaired.body["contents"][1]["parts"] == [call("f", "a", thoughtSignature="SIG==")]
+
+
+UNFIXABLE = {
+    "openai-responses": responses(
+        {"type": "reasoning", "id": "rs_0", "summary": [], "encrypted_content": "ENC=="},
+        {"role": "user", "content": "hurry"},
+    ),
+    "anthropic": body(
+        U(txt("go")), A(use("a")), U(res("a")), thinking={"type": "enabled", "budget_tokens": 1024}
+    ),
+}
+
+
+@pytest.mark.parametrize("api", sorted(UNFIXABLE))
+def test_remaining_lists_what_no_repair_can_fix(api: str) -> None:
+    b = UNFIXABLE[api]
+    repaired = repair(b, api)
+    assert repaired.body is b
+    assert repaired.remaining == tuple(validate(b, api))
+    assert len(repaired.remaining) == 1
+
+
+@pytest.mark.parametrize(
+    "b",
+    [
+        {"messages": "nope"},
+        {"messages": [{"role": "wizard", "content": "x"}]},
+        {"contents": [{"role": "user", "parts": [{"bogus": 1}]}]},
+        {"model": "gpt-x"},
+    ],
+)
+def test_responses_refuses_a_body_of_another_shape(b: dict[str, Any]) -> None:
+    with pytest.raises(ShapeError, match="Responses body") as caught:
+        validate(b, "openai-responses")
+    assert "\n" not in str(caught.value)
+
+
+def test_responses_body_held_on_the_server_needs_no_input() -> None:
+    b = {"model": "gpt-x", "previous_response_id": "resp_1"}
+    assert validate(b, "openai-responses") == []
+    assert repair(b, "openai-responses").body is b

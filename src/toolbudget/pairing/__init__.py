@@ -37,9 +37,11 @@ class Repaired:
     """The outcome of :func:`repair`.
 
     ``body`` is the caller's own object when nothing needed repair (the same
-    bytes, if bytes were given). ``remaining`` lists violations no repair can
-    fix without losing something the provider signed (a thinking block that is
-    missing cannot be made up), so the caller can decide.
+    bytes, if bytes were given). ``remaining`` lists every violation
+    :func:`validate` still finds in ``body``: those no repair can fix without
+    losing or inventing something the provider signed (a thinking block that is
+    missing cannot be made up), so the caller can decide. It is filled whether
+    or not anything was repaired.
     """
 
     body: Any
@@ -58,10 +60,16 @@ def check_request(request: Request) -> list[Violation]:
 
 def repair_request(request: Request, *, close_pending: bool = False) -> tuple[Request, tuple[Repair, ...]]:
     """A repaired copy of a parsed request (the same object when it is valid)."""
+    fixed, repairs, _ = _repair(request, close_pending)
+    return fixed, repairs
+
+
+def _repair(request: Request, close_pending: bool) -> tuple[Request, tuple[Repair, ...], list[Violation]]:
+    """:func:`repair_request`, also giving the violations of the request as it came."""
     rules = rules_for(_api(request))
     violations = check(request, rules)
     if not violations and not (close_pending and _has_pending(request, rules)):
-        return request, ()
+        return request, (), violations
     messages, repairs = fix(request, rules, close_pending=close_pending)
     fixed = replace(request, messages=messages) if repairs else request
     if rules.tools_required and needs_tools(fixed):
@@ -69,7 +77,7 @@ def repair_request(request: Request, *, close_pending: bool = False) -> tuple[Re
         if tools:
             fixed = replace(fixed, tools=tools)
             repairs.append(Repair("added_tool_definitions", -1, detail=", ".join(t.name for t in tools)))
-    return (fixed, tuple(repairs)) if repairs else (request, ())
+    return (fixed, tuple(repairs), violations) if repairs else (request, (), violations)
 
 
 def validate(body: Any, api: str | None = None) -> list[Violation]:
@@ -84,9 +92,10 @@ def repair(body: Any, api: str | None = None, *, close_pending: bool = False) ->
     """
     parsed = to_body(body)
     request = wire.parse(parsed, api)
-    fixed, repairs = repair_request(request, close_pending=close_pending)
+    fixed, repairs, violations = _repair(request, close_pending)
     if fixed is request:
-        return Repaired(body, ())
+        # Nothing could be changed, so what is left is all there was (unfixable or none).
+        return Repaired(body, (), tuple(violations))
     out = wire.render(fixed)
     remaining = tuple(check_request(fixed))
     if isinstance(body, (bytes, bytearray, memoryview)):

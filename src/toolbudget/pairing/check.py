@@ -122,10 +122,13 @@ class _Checker:
             answered = [False] * len(calls)
             for j, k, result in slot:
                 in_slot.add((j, k))
-                hit = next((c for c, call in enumerate(calls) if matches(rules, call, result)), None)
-                if hit is None:
+                # The first call it answers that is still open: without ids, two calls of one
+                # name are answered in order.
+                hits = [c for c, call in enumerate(calls) if matches(rules, call, result)]
+                hit = next((c for c in hits if not answered[c]), None)
+                if not hits:
                     self.orphan(j, k, result, after_calls=True)
-                elif answered[hit]:
+                elif hit is None:
                     self.add(
                         "duplicate_result", self.loc(j, "content", k), j, result.call_id, ids=result.call_id
                     )

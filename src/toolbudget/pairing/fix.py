@@ -16,7 +16,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from ..model import Message, Part, Request, Text, Thinking, ToolCall, ToolResult
+from ..model import Message, Part, Request, Text, Thinking, ToolCall, ToolResult, frozen_mapping
 from .check import USER_SIDE, matches, pending_from
 from .rules import Rules
 
@@ -97,11 +97,14 @@ class _Turns:
         self.repairs.append(Repair(kind, index, call_id, detail))
 
     def run(self) -> list[_Entry]:
-        self.merge_split_turns()
+        self.entries = self.merge_split_turns(self.entries)
         self.drop_duplicate_calls()
         claims = self.assign()
         self.rename_duplicate_ids(claims)
         out = self.rebuild(claims)
+        if self.rules.call_after_user:
+            # A dropped message that held only orphans can leave two model turns in a row.
+            out = self.merge_split_turns(out)
         if self.rules.alternation:
             out = self.alternate(out)
         if self.rules.no_mixed_results:
@@ -110,14 +113,14 @@ class _Turns:
 
     # --- calls -----------------------------------------------------------------------
 
-    def merge_split_turns(self) -> None:
+    def merge_split_turns(self, entries: list[_Entry]) -> list[_Entry]:
         """Join an assistant message with calls to the assistant message right after it.
 
         Two assistant messages in a row can only be valid when the first has no
         calls; joined, a parallel batch that was split gets its one slot back.
         """
         merged: list[_Entry] = []
-        for entry in self.entries:
+        for entry in entries:
             prev = merged[-1] if merged else None
             if (
                 prev is not None
@@ -138,24 +141,44 @@ class _Turns:
                 self.note("merged_messages", entry.index, detail=f"into message {prev.index}")
                 continue
             merged.append(entry)
-        self.entries = merged
+        return merged
 
     def drop_duplicate_calls(self) -> None:
         for entry in self.entries:
             message = entry.message
             if message.role != "assistant":
                 continue
-            seen: set[str] = set()
+            kept: dict[str, int] = {}  # call id -> its position in `keep`
             keep: list[Part] = []
             for part in message.parts:
                 if isinstance(part, ToolCall) and part.id is not None:
-                    if part.id in seen:
-                        self.note("removed_duplicate_call", entry.index, part.id)
+                    if part.id in kept:
+                        detail = self.hand_on_signature(part, keep, kept[part.id])
+                        self.note("removed_duplicate_call", entry.index, part.id, detail)
                         continue
-                    seen.add(part.id)
+                    kept[part.id] = len(keep)
                 keep.append(part)
             if len(keep) != len(message.parts):
                 entry.message = replace(message, parts=tuple(keep))
+
+    def hand_on_signature(self, dropped: ToolCall, parts: list[Part], kept: int) -> str:
+        """Move the signature of a dropped call onto the call kept in its place (else the turn's first call).
+
+        A signature cannot be made up, and Gemini wants one on the first call of
+        the turn, so it must not leave with a duplicate. Says where it went.
+        """
+        keys = self.rules.signature_keys
+        signature = {k: v for k, v in dropped.extra.items() if k in keys}
+        if not signature:
+            return ""
+        first = next(n for n, p in enumerate(parts) if isinstance(p, ToolCall))
+        for n in (kept, first):
+            call = parts[n]
+            assert isinstance(call, ToolCall)
+            if not any(k in call.extra for k in keys):
+                parts[n] = replace(call, extra=frozen_mapping({**call.extra, **signature}))
+                return f"its signature moved to call {call.id or call.name}"
+        return "its signature was dropped: the calls kept already carry one"
 
     def assign(self) -> dict[int, list[_Claim]]:
         """Give each result to the call it answers; drop duplicates and orphans.
@@ -188,6 +211,8 @@ class _Turns:
                         continue
                     found = n
                     break
+                if found is not None:
+                    found = self.first_in_turn(calls, taken, found, result)
                 if found is None and not answered_before:
                     found = next(
                         (
@@ -213,6 +238,21 @@ class _Turns:
                     )
                 claims.setdefault(cpos, []).append(_Claim(result, pos, cpos, call, in_slot))
         return claims
+
+    def first_in_turn(
+        self, calls: list[tuple[int, ToolCall]], taken: set[int], found: int, result: ToolResult
+    ) -> int:
+        """The first unanswered call ``result`` matches in the turn of call ``found``.
+
+        Results answer a turn's calls in order: without ids (Gemini), two calls of
+        one name are told apart only by their position.
+        """
+        turn = calls[found][0]
+        return next(
+            n
+            for n, (pos, call) in enumerate(calls)
+            if pos == turn and n not in taken and matches(self.rules, call, result)
+        )
 
     def in_slot(self, call_pos: int, result_pos: int) -> bool:
         if self.rules.carrier == "user-message":
@@ -387,17 +427,23 @@ class _Items:
 
     def run(self) -> list[_Entry]:
         entries = self.entries
-        block = _blocks(entries)
-        # Duplicate calls within one block are dropped; across blocks they are renamed after pairing.
-        first_block: dict[str, int] = {}
+        turn = _turns(entries)
+        # Duplicate calls within one turn are dropped; across turns they are renamed after pairing.
+        last_turn: dict[str, int] = {}
         drop: set[int] = set()
         for pos, entry in enumerate(entries):
             for call in entry.message.tool_calls():
                 key = call.id or ""
-                if key in first_block and first_block[key] == block[pos]:
+                if last_turn.get(key) == turn[pos]:
                     drop.add(pos)
                     self.note("removed_duplicate_call", entry.index, call.id)
-                first_block.setdefault(key, block[pos])
+                else:
+                    last_turn[key] = turn[pos]
+        pending = pending_from(self.rules, [e.message for e in entries])
+        # Outputs go at the end of their call's run, but never into the trailing calls still
+        # waiting to run, which would stop being trailing.
+        limit = [pending if pos < pending else len(entries) for pos in range(len(entries))]
+        closed = pending  # trailing calls before this have an output after them now
         calls = [(pos, c) for pos, e in enumerate(entries) if pos not in drop for c in e.message.tool_calls()]
         taken: dict[int, int] = {}  # call number -> position of its output
         insert_after: dict[int, list[tuple[int, _Entry]]] = {}
@@ -430,7 +476,9 @@ class _Items:
                 if later is not None:
                     taken[later] = pos
                     cpos = calls[later][0]
-                    end = _block_end(entries, cpos)
+                    end = _block_end(entries, cpos, limit[cpos])
+                    if cpos >= pending:
+                        closed = max(closed, end + 1)
                     insert_after.setdefault(end, []).append((later, entry))
                     drop.add(pos)
                     self.note(
@@ -445,13 +493,12 @@ class _Items:
             drop.add(pos)
             kind = "removed_duplicate_result" if answered_before else "removed_orphan_result"
             self.note(kind, entry.index, result.call_id)
-        pending = pending_from(self.rules, [e.message for e in entries])
         for n, (cpos, call) in enumerate(calls):
             if n in taken:
                 continue
-            if cpos >= pending and not self.close_pending:
+            if cpos >= closed and not self.close_pending:
                 continue
-            end = _block_end(entries, cpos)
+            end = _block_end(entries, cpos, limit[cpos])
             insert_after.setdefault(end, []).append((n, _Entry(-1, Message("tool", (synthetic(call),)))))
             kind = "closed_pending_call" if cpos >= pending else "synthesized_result"
             self.note(kind, entries[cpos].index, call.id)
@@ -505,24 +552,30 @@ def _fresh_id(base: str, taken: set[str], *, first: bool) -> str:
     return f"{base}_{n}"
 
 
-def _blocks(entries: Sequence[_Entry]) -> list[int]:
-    """Number each item by the run of non-user items it belongs to."""
+def _turns(entries: Sequence[_Entry]) -> list[int]:
+    """Number each item by the model turn it belongs to.
+
+    A turn is a run of items the model produced (reasoning, messages, calls), the
+    way one response returns them. Any input after it (a user message, an output)
+    ends it, so a model item after an output opens the next turn, as a new
+    assistant message would on the other APIs.
+    """
     out: list[int] = []
     n = 0
-    prev_user = True
+    prev_model = False
     for entry in entries:
-        user = entry.message.role in ("user", "system")
-        if user or prev_user:
+        model = entry.message.role == "assistant"
+        if model and not prev_model:
             n += 1
         out.append(n)
-        prev_user = user
+        prev_model = model
     return out
 
 
-def _block_end(entries: Sequence[_Entry], pos: int) -> int:
-    """The last position of the run of call and output items that starts at ``pos``."""
+def _block_end(entries: Sequence[_Entry], pos: int, limit: int) -> int:
+    """The last position before ``limit`` of the run of call and output items that starts at ``pos``."""
     end = pos
-    while end + 1 < len(entries) and _call_or_output(entries[end + 1].message):
+    while end + 1 < limit and _call_or_output(entries[end + 1].message):
         end += 1
     return end
 

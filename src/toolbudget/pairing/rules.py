@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from ..errors import UnknownAPIError
+from ..wire.gemini import SIGNATURE_KEYS as _GEMINI_SIGNATURES
 
 __all__ = ["RULES", "Rules", "rules_for"]
 
@@ -40,6 +41,9 @@ class Rules:
     thinking_first: bool = False
     tools_required: bool = False
     """Tool blocks in the history need tool definitions in the request."""
+    signature_keys: tuple[str, ...] = ()
+    """Fields of a call that hold a signature the provider checks (Gemini's ``thoughtSignature``):
+    a call that is dropped hands them on instead of losing them."""
     texts: dict[str, str] = field(default_factory=dict)
 
 
@@ -167,6 +171,7 @@ RULES: dict[str, Rules] = {
         results_first=True,
         equal_counts=True,
         call_after_user=True,
+        signature_keys=_GEMINI_SIGNATURES,
         texts=_GEMINI_TEXTS,
     ),
     "bedrock-converse": Rules(

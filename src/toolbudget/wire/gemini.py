@@ -59,7 +59,7 @@ from ._common import (
     with_extra,
 )
 
-__all__ = ["API", "SKIP_SIGNATURE", "adapt", "parse", "render"]
+__all__ = ["API", "SIGNATURE_KEYS", "SKIP_SIGNATURE", "adapt", "parse", "render"]
 
 API = "gemini"
 
@@ -102,7 +102,8 @@ _K_RESPONSE = frozenset({"name", "response", "id"})
 _K_RESPONSE_NO_ID = frozenset({"name", "response"})
 _K_DECL = frozenset({"name", "description"})
 _SCHEMA_KEYS = ("parameters", "parametersJsonSchema", "parameters_json_schema")
-_SIGNATURE_KEYS = ("thoughtSignature", "thought_signature")
+SIGNATURE_KEYS = ("thoughtSignature", "thought_signature")
+"""The two spellings of a part's ``thoughtSignature``."""
 # Portable request fields: sampling goes in generationConfig; the model and streaming are in the URL.
 _SAMPLING = {"temperature": "temperature", "top_p": "topP"}
 _URL_FIELDS = ("model", "stream")
@@ -591,4 +592,4 @@ def _sign_calls(contents: Iterable[Message]) -> list[Message]:
 
 
 def _signed(parts: Iterable[Part]) -> bool:
-    return any(isinstance(p, ToolCall) and any(k in p.extra for k in _SIGNATURE_KEYS) for p in parts)
+    return any(isinstance(p, ToolCall) and any(k in p.extra for k in SIGNATURE_KEYS) for p in parts)

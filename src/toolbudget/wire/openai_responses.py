@@ -128,6 +128,10 @@ _K_CUSTOM_CALL = frozenset({"type", "call_id", "name", "input"})
 _K_OUTPUT = frozenset({"type", "call_id", "output"})
 _K_REASONING = frozenset({"type", "encrypted_content"})
 _SUMMARY_SEP = "\n\n"
+# Fields that hold the conversation on the server, so `input` may be left out.
+_SERVER_STATE = ("previous_response_id", "conversation", "prompt")
+# The history fields of the other APIs, which a Responses body never has.
+_OTHER_HISTORIES = ("messages", "contents")
 
 
 # --- parse ---------------------------------------------------------------------------
@@ -139,7 +143,7 @@ def parse(body: Any, cache: EntryCache | None = None) -> Request:
     form: list[str] = []
     messages: tuple[Message, ...] = ()
     if "input" not in wire:
-        # Allowed: the conversation can live on the server (`previous_response_id`, `conversation`).
+        _expect_server_state(wire)
         form.append("input:absent")
     elif isinstance(wire["input"], str):
         messages = (Message("user", (Text(wire["input"]),)),)
@@ -168,6 +172,22 @@ def parse(body: Any, cache: EntryCache | None = None) -> Request:
         form.append("tools")
     request = Request(API, messages, system, tools, rest(wire, _K_BODY), tuple(form))
     return set_origin(request, API, wire)
+
+
+def _expect_server_state(wire: dict[str, Any]) -> None:
+    """Accept a body without ``input`` only when its conversation lives on the server.
+
+    Without this, another API's body (``messages``, ``contents``) read as a
+    Responses body with nothing in it, so it always validated.
+    """
+    other = next((key for key in _OTHER_HISTORIES if key in wire), None)
+    if other is not None:
+        raise ShapeError(f"not an OpenAI Responses body: it has `{other}` but no `input`")
+    if not any(key in wire for key in _SERVER_STATE):
+        raise ShapeError(
+            "an OpenAI Responses body needs `input`, or `previous_response_id`, `conversation` or "
+            "`prompt` for a conversation held on the server"
+        )
 
 
 def _parse_item(raw: Any, loc: str) -> Message:
@@ -279,6 +299,8 @@ def _parse_output(kind: str, wire: dict[str, Any], loc: str) -> ToolResult:
         form += ("output:list",)
     name = wire.get("name")
     if isinstance(name, str):
+        # Not a documented field; some clients write it, so it goes back only where it came.
+        form += ("name",)
         result = ToolResult(call_id, parts, False, name, rest(wire, _K_OUTPUT | {"name"}), form)
     else:
         result = ToolResult(call_id, parts, False, None, rest(wire, _K_OUTPUT), form)
@@ -441,7 +463,8 @@ def _render_output(part: ToolResult) -> Any:
         out["output"] = text_of(_as_text(p) for p in content)
     else:
         out["output"] = [_render_part(p, "user") for p in content]
-    if part.name is not None:
+    if part.name is not None and "name" in part.form:
+        # The API refuses unknown fields on input items: a name from elsewhere stays in the model only.
         out["name"] = part.name
     return with_extra(out, part.extra)
 
