@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -187,3 +188,152 @@ def test_real_histories_shrink_to_valid_histories_that_keep_their_task(trajector
                             assert not text or any(text[:200] in k for k in kept), entry["file"]
                         checked += 1
     assert checked > 100
+
+
+# --------------------------------------------------------------------------- a provider that counts
+
+
+def filler(words: int, seed: str) -> str:
+    """Text that tokenizes badly (numbered words), as in the real-server reproducers."""
+    vocabulary = ["lorem", "ipsum", "dolor", "sit", "amet", seed, "consectetur", "adipiscing", "elit", "sed"]
+    return " ".join(f"{vocabulary[i % 10]}{i}" for i in range(words))
+
+
+def llama_error(tokens: int, limit: int) -> ProviderError:
+    message = f"request ({tokens} tokens) exceeds the available context size ({limit} tokens)"
+    error = {"code": 400, "message": message, "type": "exceed_context_size_error"}
+    return ProviderError(400, {"error": {**error, "n_prompt_tokens": tokens, "n_ctx": limit}})
+
+
+class Counting:
+    """A llama.cpp-like provider: its own token count (not the ladder's estimate), stated when it refuses."""
+
+    def __init__(self, limit: int = 1024, fixed: int = 20) -> None:
+        self.limit = limit
+        self.fixed = fixed  # a default system prompt, say: what no estimate of the body sees
+        self.bodies: list[bytes] = []
+
+    def tokens(self, body: dict[str, Any]) -> int:
+        """A template's overhead per message and per call, and text at 0.55 tokens a character."""
+        total = self.fixed
+        for message in body["messages"]:
+            content = message.get("content") or ""
+            text = content if isinstance(content, str) else orjson.dumps(content).decode()
+            total += 6 + 15 * len(message.get("tool_calls") or ()) + int(0.55 * len(text))
+        return total
+
+    def __call__(self, body: dict[str, Any]) -> str:
+        self.bodies.append(orjson.dumps(body))
+        tokens = self.tokens(body)
+        if tokens > self.limit:
+            raise llama_error(tokens, self.limit)
+        return "ok"
+
+    def assert_each_retry_smaller(self) -> None:
+        sizes = [len(b) for b in self.bodies]
+        assert all(later < earlier for earlier, later in pairwise(sizes)), sizes
+
+
+def chat_call(call_id: str) -> dict[str, Any]:
+    return {"id": call_id, "type": "function", "function": {"name": "bash", "arguments": '{"cmd": "ls"}'}}
+
+
+def test_a_retry_after_a_refusal_is_smaller_and_level_3_cuts_down_to_the_task() -> None:
+    task = "TASK-MARKER-7731: Summarise the repository status in one word. Context: " + filler(160, "ctx")
+    history: list[dict[str, Any]] = [{"role": "user", "content": task}]
+    for i in range(12):
+        history += [
+            {"role": "assistant", "content": None, "tool_calls": [chat_call(f"call_{i}")]},
+            {"role": "tool", "tool_call_id": f"call_{i}", "content": filler(150, f"r{i}")},
+        ]
+    history += [{"role": "assistant", "content": "Done looking."}, {"role": "user", "content": "Now answer."}]
+    body = {"model": "m", "max_tokens": 16, "messages": history}
+    # With an overhead the estimate cannot see, the first level-3 body is refused too: the
+    # retry is recalibrated on it, and smaller.
+    for provider, tries in ((Counting(), 1), (Counting(fixed=150), 2)):
+        assert provider.tokens({"messages": history[:1]}) < provider.limit  # the task alone fits
+        with Session("core-fits", store="memory:") as session:
+            result, climb = call_with_recovery(session, body, provider, "openai-chat")
+        assert result == "ok"
+        provider.assert_each_retry_smaller()
+        last = orjson.loads(provider.bodies[-1])
+        assert last["messages"][0] == {"role": "user", "content": task}
+        assert validate(last, "openai-chat") == []
+        assert [a.level for a in climb.attempts] == [3] * tries
+
+    # Directly: level 3 goes down to the task, the notice and the latest message when only they
+    # fit, to the task alone when only it does, and gives up below.
+    request = wire.parse(body, "openai-chat")
+    core = estimate_tokens(wire.parse({"model": "m", "messages": history[:1]}, "openai-chat"))
+    with Session("floor", store="memory:") as session:
+        shrunk, attempt = shrink(session, request, 3, target_tokens=core + 60)
+        assert [m.role for m in shrunk.messages] == ["user", "user", "user"]
+        assert attempt.estimated_tokens <= core + 60 and attempt.dropped_messages == 25
+        text = orjson.dumps(wire.render(shrunk)).decode()
+        assert "dropped to fit" in text and "Now answer." in text
+        shrunk, _ = shrink(session, request, 3, target_tokens=core)
+        assert [m.role for m in shrunk.messages] == ["user"]
+        from toolbudget.recovery import RecoveryFailed
+
+        with pytest.raises(RecoveryFailed):
+            shrink(session, request, 3, target_tokens=core - 1)
+
+
+@pytest.mark.parametrize("api", ["openai-chat", "anthropic"])
+def test_a_long_user_turn_in_the_kept_tail_is_cut_recallably(api: str) -> None:
+    log = "Here is the log:\n" + filler(220, "log")
+    history = [
+        {"role": "user", "content": "TASK-MARKER-7731: Summarise the repository status in one word."},
+        {"role": "assistant", "content": "Sure, paste the log."},
+        {"role": "user", "content": log},
+        {"role": "assistant", "content": "Got it."},
+        {"role": "user", "content": "Now answer the task."},
+    ]
+    body = {"model": "m", "max_tokens": 16, "messages": history}
+    provider = Counting()
+    with Session("user-turn", store="memory:") as session:
+        result, _ = call_with_recovery(session, body, provider, api)
+        provider.assert_each_retry_smaller()
+        last = orjson.loads(provider.bodies[-1])
+        assert result == "ok" and validate(last, api) == []
+        text = orjson.dumps(last).decode()
+        assert "TASK-MARKER-7731" in text and "Now answer the task." in text
+        (marker,) = find_markers(text)
+        assert session.original(marker.key or "") == log
+
+
+def test_a_parallel_batch_at_the_tail_is_kept_with_its_calls_and_squeezed() -> None:
+    history: list[dict[str, Any]] = [
+        {"role": "user", "content": "TASK-MARKER-7731: Summarise the repository status in one word."},
+        {"role": "assistant", "content": None, "tool_calls": [chat_call(f"call_{i}") for i in range(5)]},
+    ]
+    history += [
+        {"role": "tool", "tool_call_id": f"call_{i}", "content": filler(300, f"p{i}")} for i in range(5)
+    ]
+    body = {"model": "m", "max_tokens": 16, "messages": history}
+    request = wire.parse(body, "openai-chat")
+    with Session("batch", store="memory:") as session:
+        shrunk, attempt = shrink(session, request, 3)
+        assert [m.role for m in shrunk.messages] == ["user", "assistant", *["tool"] * 5]
+        assert attempt.dropped_messages == 0
+
+        provider = Counting()
+        result, _ = call_with_recovery(session, body, provider, "openai-chat")
+    last = orjson.loads(provider.bodies[-1])
+    assert result == "ok" and validate(last, "openai-chat") == []
+    assert [m["role"] for m in last["messages"]] == ["user", "assistant", *["tool"] * 5]
+    assert len(find_markers(orjson.dumps(last).decode())) == 5
+
+    # Responses gives each call an item of its own: the tail starts at the batch's first call.
+    calls = [ToolCall(f"call_{i}", "bash", {"cmd": "ls"}) for i in range(5)]
+    messages = [
+        Message("user", (Text("TASK-MARKER-7731"),)),
+        Message("assistant", tuple(calls)),
+        *(Message("tool", (ToolResult(c.id, (Text(filler(300, c.id or "")),)),)) for c in calls),
+    ]
+    body = to_request(Conversation("batch", "test", tuple(messages)), "openai-responses", model="m")
+    request = wire.parse(body, "openai-responses")
+    with Session("items", store="memory:") as session:
+        shrunk, attempt = shrink(session, request, 3)
+    assert [m.role for m in shrunk.messages] == ["user", *["assistant"] * 5, *["tool"] * 5]
+    assert attempt.dropped_messages == 0 and validate(wire.render(shrunk), "openai-responses") == []

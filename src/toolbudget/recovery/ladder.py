@@ -10,24 +10,35 @@ escalating levels:
    safe boundary, with a notice of what was dropped;
 3. the same with the last 4 messages.
 
-If level 3 still does not fit, its tool results and long texts are cut further,
-recallably, until the estimate fits; only a system prompt and task that alone
-exceed the window make recovery give up. Every level archives what it drops
-(the notice names the key), leaves the pairing valid and the history starting
-with a user message, and never touches the caller's history.
+A safe boundary never splits a call from its results: a tail that would open
+with results starts earlier, at the call that made them (a parallel batch is
+kept whole, and squeezed), rather than later.
+
+Every retry after a refusal sends strictly less than the refused request: a
+level that would not is skipped, and level 3 repeated cuts further. Its further
+cuts, in order, until the estimate fits: tool results and long texts (the
+user's too, never the task) squeezed, recallably; then the kept messages
+dropped from the oldest, one safe boundary at a time, with a shorter notice;
+and last no notice. Only a system prompt and task that alone exceed the window
+(or were refused alone) make recovery give up. Every level archives what it
+drops (the notice names the key), leaves the pairing valid and the history
+starting with a user message, and never touches the caller's history.
 
 When the provider's error states the prompt size and the limit, the ladder
-calibrates its estimates with them and starts at the first level that fits.
+calibrates its estimates with them (the provider's count over the estimate of
+what was refused) and starts at the first level that fits.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from ..budget import enforce
 from ..compaction import Schedule
 from ..errors import StoreError
+from ..jsonio import dumps
 from ..marker import marker_line
 from ..model import Data, Message, Part, Request, Text, Thinking, ToolCall, ToolResult
 from ..pairing import repair_request
@@ -46,13 +57,16 @@ __all__ = [
     "RecoveryFailed",
     "RecoveryReport",
     "estimate_tokens",
+    "next_rung",
     "shrink",
 ]
 
 LONG_TEXT_CHARS = 5_000
 NUCLEAR_KEEP_MESSAGES = 4
+MESSAGE_TOKENS = 4  # what a chat template wraps each message in, about
 _SAFETY = 0.95  # aim under the limit: estimates are estimates
-_SQUEEZES = 6  # how many times level 3 halves its budgets again before giving up
+_SQUEEZES = 6  # how many times level 3 halves its budgets again before dropping kept messages
+_FLOOR_CHARS = 400  # level 3 cuts no text below this: past it, dropping a message frees more
 
 
 class RecoveryFailed(Exception):
@@ -85,10 +99,41 @@ class RecoveryReport:
 
 
 def estimate_tokens(request: Request, factor: float = 1.0) -> int:
-    """Tokens of a request at four characters a token, times a calibration ``factor``."""
+    """Tokens of a request at four characters a token, times a calibration ``factor``.
+
+    The tool definitions count (they are sent with every attempt), and so does a
+    template's few tokens around each message: a provider's count over this
+    estimate then stays about the same when a history loses most of its messages,
+    so a calibration on a big refused request still holds for the small one.
+    """
     from ..session import count_chars
 
-    return int(count_chars(request) / 4 * factor)
+    chars = count_chars(request) + _tool_chars(request)
+    return int((chars / 4 + MESSAGE_TOKENS * len(request.messages)) * factor)
+
+
+def _tool_chars(request: Request) -> int:
+    return sum(
+        len(tool.name) + len(tool.description or "") + len(dumps(tool.parameters)) for tool in request.tools
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Goal:
+    """What an attempt must meet: fit ``target`` (calibrated tokens), and be under ``below``.
+
+    ``below`` is the uncalibrated estimate of the request the provider refused:
+    sending it again, or anything as big, can only be refused again.
+    """
+
+    target: int | None = None
+    factor: float = 1.0
+    below: int | None = None
+
+    def met(self, request: Request) -> bool:
+        if self.target is not None and estimate_tokens(request, self.factor) > self.target:
+            return False
+        return self.below is None or estimate_tokens(request) < self.below
 
 
 def shrink(
@@ -98,56 +143,125 @@ def shrink(
     *,
     target_tokens: int | None = None,
     factor: float = 1.0,
+    below: int | None = None,
 ) -> tuple[Request, Attempt]:
     """The history ``request`` at recovery ``level`` (1, 2 or 3), budgeted, repaired and valid.
 
-    With ``target_tokens``, level 3 keeps cutting until the estimate fits it,
-    and raises :class:`RecoveryFailed` when the system prompt and the task alone
-    do not.
+    With ``target_tokens`` (calibrated by ``factor``), or ``below`` (the estimate,
+    uncalibrated, of a refused request, which the result must undercut), level 3
+    keeps cutting until the result meets both. It raises :class:`RecoveryFailed`
+    when the system prompt and the task alone do not fit ``target_tokens``, or
+    when nothing under ``below`` is left.
     """
     request, _ = repair_request(request)
     # Halved budgets, and every old result at the level its age allows at once: a level must
     # never send more than the managed request that was refused.
     policy = replace(session.policy.scaled(0.5), compaction="eager")
-    dropped = 0
-    key: str | None = None
-    if level >= 2:
-        keep = session.policy.emergency_keep_messages if level == 2 else NUCLEAR_KEEP_MESSAGES
-        request, dropped, key = _drop_middle(session, request, keep)
-        if target_tokens is not None and level >= 3:
-            needed = estimate_tokens(_core(request), factor)
-            if needed > target_tokens:
-                raise RecoveryFailed(
-                    f"the system prompt and the task alone need about {needed} tokens, "
-                    f"over the {target_tokens} that fit"
-                )
-    shrunk, cuts = _budget(session, request, policy)
+    if level < 2:
+        shrunk, cuts = _budget(session, request, policy)
+        return shrunk, Attempt(level, estimate_tokens(shrunk, factor), cuts=cuts)
+    keep = session.policy.emergency_keep_messages if level == 2 else NUCLEAR_KEEP_MESSAGES
+    start = _tail_start(request.messages, keep)
+    kept = _drop_before(session, request, start)
+    goal = _Goal(target_tokens, factor, below)
     if level >= 3 and target_tokens is not None:
-        for _ in range(_SQUEEZES):
-            if estimate_tokens(shrunk, factor) <= target_tokens:
-                break
-            policy = policy.scaled(0.5)
-            shrunk, more = _budget(session, request, policy, long_text=max(400, policy.preview_chars))
-            cuts = more
-    return shrunk, Attempt(level, estimate_tokens(shrunk, factor), dropped, key, cuts)
+        needed = estimate_tokens(_core(request), factor)
+        if needed > target_tokens:
+            raise RecoveryFailed(
+                f"the system prompt and the task alone need about {needed} tokens, "
+                f"over the {target_tokens} that fit"
+            )
+    shrunk, cuts = _budget(session, kept.request, policy)
+    if level < 3 or goal.met(shrunk):
+        return shrunk, Attempt(level, estimate_tokens(shrunk, factor), kept.dropped, kept.key, cuts)
+    for shrunk, cuts, kept in _further_cuts(session, request, start, policy):
+        if goal.met(shrunk):
+            return shrunk, Attempt(3, estimate_tokens(shrunk, factor), kept.dropped, kept.key, cuts)
+    raise RecoveryFailed(
+        f"nothing smaller than the refused request is left: the system prompt and the task alone, "
+        f"about {estimate_tokens(_core(request), factor)} tokens, were refused"
+    )
+
+
+def next_rung(
+    session: Session,
+    request: Request,
+    start: int,
+    *,
+    target_tokens: int | None = None,
+    factor: float = 1.0,
+    below: int | None = None,
+) -> tuple[Request, Attempt]:
+    """The first level from ``start`` whose history meets the goal (see :func:`shrink`).
+
+    Levels 1 and 2 count when they fit ``target_tokens`` and undercut ``below``;
+    level 3, the last, cuts further until it does, or raises :class:`RecoveryFailed`.
+    """
+    goal = _Goal(target_tokens, factor, below)
+    for level in range(start, 3):
+        shrunk, attempt = shrink(session, request, level, factor=factor)
+        if goal.met(shrunk):
+            return shrunk, attempt
+    return shrink(session, request, 3, target_tokens=target_tokens, factor=factor, below=below)
+
+
+def _further_cuts(
+    session: Session, request: Request, start: int, policy: Policy
+) -> Iterator[tuple[Request, int, _Kept]]:
+    """Level 3 past its floor, smaller and smaller: ``(request, cuts, kept)``.
+
+    What comes back by recall goes first: results and long texts (the user's
+    too, a harness's pasted output, but never the task) are squeezed. Then the
+    kept messages go from the oldest, one safe boundary at a time, down to the
+    system prompt, the task and the notice, shortened to its marker (the latest
+    messages are worth more than its wording); and, when nothing else fits, the
+    notice goes too.
+    """
+    kept = _drop_before(session, request, start)
+    for _ in range(_SQUEEZES):
+        policy = policy.scaled(0.5)
+        yield _squeezed(session, kept, policy)
+    for later in [start, *_safe_starts(request.messages, start + 1)]:
+        kept = _drop_before(session, request, later, short=True)
+        yield _squeezed(session, kept, policy)
+    core = _core(request)
+    dropped = len(request.messages) - len(core.messages)
+    yield _squeezed(session, _Kept(core, dropped, kept.key, len(core.messages)), policy)
+
+
+def _squeezed(session: Session, kept: _Kept, policy: Policy) -> tuple[Request, int, _Kept]:
+    long_text = max(_FLOOR_CHARS, policy.preview_chars)
+    return (*_budget(session, kept.request, policy, long_text, users_from=kept.tail), kept)
 
 
 def _budget(
-    session: Session, request: Request, policy: Policy, long_text: int = LONG_TEXT_CHARS
+    session: Session,
+    request: Request,
+    policy: Policy,
+    long_text: int = LONG_TEXT_CHARS,
+    users_from: int | None = None,
 ) -> tuple[Request, int]:
-    """Tighter budgets, long assistant texts cut, pairing repaired."""
+    """Tighter budgets, long assistant texts (and user texts from ``users_from``) cut, pairing repaired."""
     budgeted = enforce(request, policy, session.archive, schedule=Schedule(), sizes=None)
-    trimmed, text_cuts = _cut_long_texts(session, budgeted.request, long_text)
+    trimmed, text_cuts = _cut_long_texts(session, budgeted.request, long_text, users_from)
     fixed, _ = repair_request(trimmed)
     return fixed, len(budgeted.cuts) + text_cuts
 
 
-def _cut_long_texts(session: Session, request: Request, limit: int) -> tuple[Request, int]:
-    """Assistant texts, and the arguments of past calls, over ``limit`` characters become previews."""
+def _cut_long_texts(
+    session: Session, request: Request, limit: int, users_from: int | None = None
+) -> tuple[Request, int]:
+    """Assistant texts, and the arguments of past calls, over ``limit`` characters become previews.
+
+    So do user texts from index ``users_from`` on (after the task and the notice):
+    harnesses such as SWE-agent send tool output as user messages, and level 3
+    must be able to cut those like results.
+    """
     cuts = 0
     messages = list(request.messages)
     for i, message in enumerate(messages):
-        if message.role != "assistant":
+        users = message.role == "user" and users_from is not None and i >= users_from
+        if message.role != "assistant" and not users:
             continue
         parts: list[Part] = []
         changed = False
@@ -205,39 +319,75 @@ def _carries_results(message: Message) -> bool:
     return message.role == "tool" or any(isinstance(p, ToolResult) for p in message.parts)
 
 
-def _drop_middle(session: Session, request: Request, keep: int) -> tuple[Request, int, str | None]:
-    """System, task, a notice, and the last ``keep`` messages from a safe boundary."""
+def _safe_starts(messages: tuple[Message, ...], lo: int) -> list[int]:
+    """Where a kept tail may begin, from ``lo`` on, in order; the end (an empty tail) always.
+
+    Not at results, and not after a call whose result the tail keeps: Responses
+    gives each call of a parallel batch an item of its own, so the tail must
+    start at the batch's first call.
+    """
+    calls = {call.id: i for i, m in enumerate(messages) for call in m.tool_calls() if call.id}
+    starts = [len(messages)]
+    earliest = len(messages)  # the first call answered at or after i
+    for i in range(len(messages) - 1, lo - 1, -1):
+        for result in messages[i].tool_results():
+            earliest = min(earliest, calls.get(result.call_id or "", i))
+        if not _carries_results(messages[i]) and earliest >= i:
+            starts.append(i)
+    return starts[::-1]
+
+
+def _tail_start(messages: tuple[Message, ...], keep: int) -> int:
+    """Where the last ``keep`` messages begin, moved back to a safe boundary.
+
+    Back, not forward: a tail of results moves to the call that made them, so a
+    parallel batch is kept (and squeezed) rather than dropped whole.
+    """
+    _, task_end = _task_span(messages)
+    starts = _safe_starts(messages, task_end)
+    wanted = max(task_end, len(messages) - keep)
+    earlier = [s for s in starts if s <= wanted]
+    return earlier[-1] if earlier else starts[0]
+
+
+@dataclass(frozen=True, slots=True)
+class _Kept:
+    """A history with its middle dropped: how many messages went, their key, where the tail begins."""
+
+    request: Request
+    dropped: int
+    key: str | None
+    tail: int
+
+
+def _drop_before(session: Session, request: Request, start: int, *, short: bool = False) -> _Kept:
+    """System, task, a notice, and the messages from ``start`` (a safe boundary) on.
+
+    A ``short`` notice is the marker alone, without the path: the key still
+    recalls what was dropped.
+    """
     messages = request.messages
     task_start, task_end = _task_span(messages)
-    start = max(task_end, len(messages) - keep)
-    # A tail must not open with results whose calls were dropped: start at a call or a user turn.
-    while start < len(messages) and _carries_results(messages[start]):
-        start += 1
     head = [m for m in messages[:task_start] if m.role == "system"]
     dropped = [m for m in messages[:task_start] if m.role != "system"] + list(messages[task_end:start])
     if not dropped:
-        return request, 0, None
+        return _Kept(request, 0, None, task_end)
     text = transcript_text(dropped)
     key, path = _keep(session, text)
     detail = f"{len(dropped)} earlier messages dropped to fit the context window"
-    notice = Message(
-        "user",
-        (
-            Text(
-                marker_line(len(text), len(text), key=key, path=path, detail=detail)
-                + "\nThe conversation continues below from where it was cut; the task above still stands."
-            ),
-        ),
-    )
-    kept = [*head, *messages[task_start:task_end], notice, *messages[start:]]
-    return replace(request, messages=tuple(kept)), len(dropped), key
+    line = marker_line(len(text), len(text), key=key, path=None if short else path, detail=detail)
+    if not short:
+        line += "\nThe conversation continues below from where it was cut; the task above still stands."
+    kept = [*head, *messages[task_start:task_end], Message("user", (Text(line),)), *messages[start:]]
+    tail = len(head) + task_end - task_start + 1
+    return _Kept(replace(request, messages=tuple(kept)), len(dropped), key, tail)
 
 
 def _core(request: Request) -> Request:
-    """Only the system prompt and the task: what recovery can never drop."""
+    """Only the system prompt and the task (and the tools): what recovery can never drop."""
     start, end = _task_span(request.messages)
     kept = tuple(m for i, m in enumerate(request.messages) if m.role == "system" or start <= i < end)
-    return replace(request, messages=kept, tools=())
+    return replace(request, messages=kept)
 
 
 def transcript_text(messages: list[Message]) -> str:
@@ -264,17 +414,6 @@ def transcript_text(messages: list[Message]) -> str:
             elif isinstance(part, Thinking) and part.text:
                 lines.append(f"[thinking] {part.text}")
     return "\n".join(lines) + "\n"
-
-
-def first_fitting_level(
-    session: Session, request: Request, target_tokens: int, factor: float, start: int = 1
-) -> int:
-    """The first level from ``start`` whose shrunk history fits ``target_tokens`` (3 when none does)."""
-    for level in range(start, 3):
-        _shrunk, attempt = shrink(session, request, level, factor=factor)
-        if attempt.estimated_tokens <= target_tokens:
-            return level
-    return 3
 
 
 def target_of(error: Classified) -> int | None:

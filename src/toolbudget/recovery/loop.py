@@ -8,7 +8,9 @@ around it, so the wrappers and the proxy share one behaviour:
 - an error that is not a context overflow (rate limits, 5xx, timeouts, lost
   connections, anything unknown) is raised unchanged, at once;
 - an overflow climbs the ladder, starting at the first level that fits when
-  the error states the sizes;
+  the error states the sizes, and every retry sends less than the request
+  just refused (the provider's stated count, when there is one, recalibrates
+  the estimate first);
 - when the attempts are exhausted, the provider's original error is raised
   with the recovery report attached as ``toolbudget_report``.
 """
@@ -27,8 +29,8 @@ from .ladder import (
     RecoveryFailed,
     RecoveryReport,
     calibration,
-    first_fitting_level,
-    shrink,
+    estimate_tokens,
+    next_rung,
     target_of,
 )
 
@@ -70,19 +72,23 @@ class Climb:
         self.errors.append(classified)
         if classified.limit is not None:
             self.target = target_of(classified)
+        if classified.prompt_tokens:
+            # Measured on what was just refused, the latest and closest in shape to what comes next.
             self.factor = calibration(classified, self.sent)
         if len(self.attempts) >= self.session.policy.max_recovery_attempts:
             self._give_up()
-        if self.level == 0 and self.target is not None:
-            self.level = first_fitting_level(self.session, self.original, self.target, self.factor)
-        else:
-            self.level = min(self.level + 1, 3)
         try:
-            shrunk, attempt = shrink(
-                self.session, self.original, self.level, target_tokens=self.target, factor=self.factor
+            shrunk, attempt = next_rung(
+                self.session,
+                self.original,
+                min(self.level + 1, 3),
+                target_tokens=self.target,
+                factor=self.factor,
+                below=estimate_tokens(self.sent),
             )
         except RecoveryFailed:
             self._give_up()
+        self.level = attempt.level
         self.attempts.append(attempt)
         self.sent = shrunk
         self.body = wire.render(shrunk)
