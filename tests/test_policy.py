@@ -95,3 +95,39 @@ def test_scaled_halves_every_budget() -> None:
     assert half.cap_for("Read") == 40_000
     assert Policy().fingerprint() != half.fingerprint()
     assert Policy().fingerprint() == Policy().fingerprint()
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "needle"),
+    [
+        ("pyproject.toml", b"[tool]\ntoolbudget = 5\n", "must be a table"),
+        ("pyproject.toml", b"tool = 5\n", "must be a table"),
+        ("toolbudget.toml", b"toolbudget = [1]\n", "must be a table"),
+        ("pyproject.toml", b"\xff\xfe", "not UTF-8"),
+    ],
+)
+def test_a_settings_file_of_the_wrong_shape_is_a_clear_error(
+    tmp_path: Path, name: str, content: bytes, needle: str
+) -> None:
+    (tmp_path / name).write_bytes(content)
+    with pytest.raises(InputError, match=needle):
+        Policy.load(tmp_path, env={})
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("TOOLBUDGET_CONTEXT_WINDOW_TOKENS", "-5"),
+        ("TOOLBUDGET_CONTEXT_WINDOW_TOKENS", "0"),
+        ("TOOLBUDGET_MAX_OUTPUT_TOKENS", "-1"),
+        ("TOOLBUDGET_MICROCOMPACT_TRUNCATE_TURNS", "-1"),
+        ("TOOLBUDGET_MICROCOMPACT_MIN_CHARS", "-100"),
+        ("TOOLBUDGET_COMPACT_CLEAR_AT_LEAST", "-1"),
+        ("TOOLBUDGET_RECALL_MAX_CHARS", "10"),
+    ],
+)
+def test_settings_out_of_range_are_refused_from_the_environment_too(
+    tmp_path: Path, variable: str, value: str
+) -> None:
+    with pytest.raises(InputError):
+        Policy.load(tmp_path, env={variable: value})

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from toolbudget import to_request, validate, wire
 from toolbudget.budget import MIN_PREVIEW_CHARS, result_text
+from toolbudget.errors import InputError
 from toolbudget.marker import MARKER_RE, find_markers
 from toolbudget.model import Conversation, Message, Text, ToolCall, ToolResult
 from toolbudget.policy import Policy
@@ -318,3 +319,53 @@ def test_a_result_that_quotes_a_marker_is_its_own_text() -> None:
         # A managed body is still managed as its original: the cut is recognised and kept.
         again = session.manage(managed.body, "anthropic").body
         assert again == managed.body
+
+
+def _two_cuts_one_unreachable() -> dict[str, Any]:
+    calls = [{"type": "tool_use", "id": f"t{n}", "name": "Bash", "input": {"command": "x"}} for n in range(2)]
+    results = [{"type": "tool_result", "tool_use_id": f"t{n}", "content": "y\n" * 20_000} for n in range(2)]
+    return {
+        "model": "m",
+        "max_tokens": 5,
+        "messages": [
+            {"role": "user", "content": "task"},
+            {"role": "assistant", "content": calls},
+            {"role": "user", "content": results},
+        ],
+    }
+
+
+def test_callbacks_agree_with_the_report_on_a_resent_body() -> None:
+    cuts: list[object] = []
+    unreachable: list[object] = []
+    policy = Policy(turn_budget_chars=100)
+    with Session("notify", store="memory:", policy=policy) as session:
+        session.on_cut = cuts.append
+        session.on_budget_unreachable = unreachable.append
+        body = _two_cuts_one_unreachable()
+        for n in (1, 2):
+            report = session.manage(body, "anthropic").report
+            assert (len(cuts), len(unreachable)) == (n * len(report.cuts), n * len(report.budget_unreachable))
+        assert report.cuts and report.budget_unreachable
+
+
+def test_a_recall_page_too_small_to_hold_its_pointer_is_refused() -> None:
+    with Session("page", store="memory:") as session:
+        body = session.manage(_two_cuts_one_unreachable(), "anthropic").body
+        marker = MARKER_RE.search(body["messages"][2]["content"][0]["content"])
+        assert marker is not None
+        for size in (-5, 0, 10):
+            with pytest.raises(InputError, match="at least"):
+                session.recall(marker.group("key"), lines=(1, None), max_chars=size)
+        assert len(session.recall(marker.group("key"), lines=(1, None), max_chars=200)) <= 200
+
+
+def test_a_path_the_marker_cannot_carry_is_left_out(tmp_path: Path) -> None:
+    root = tmp_path / "run;1[x]"
+    with Session("odd", store=f"dir:{root}") as session:
+        body = session.manage(_two_cuts_one_unreachable(), "anthropic").body
+        text = body["messages"][2]["content"][0]["content"]
+        marker = MARKER_RE.search(text)
+        assert marker is not None and marker.group("key")
+        assert marker.group("path") is None and "full output" not in text
+        assert session.original(marker.group("key")) == "y\n" * 20_000

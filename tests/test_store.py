@@ -23,14 +23,16 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from redis_server import MISSING_REASON, RedisServer, free_port, redis_server_binary, start_redis_server
+from toolbudget import Session
 from toolbudget.errors import InputError, StoreError
+from toolbudget.marker import MARKER_RE
 from toolbudget.store import DirStore, MemoryStore, RedisStore, SqliteStore, Store, open_store
 from toolbudget.store.base import DEFAULT_TTL, namespace
 
@@ -671,19 +673,19 @@ def test_sqlite_evicts_least_recently_used_over_the_cap(tmp_path: Path) -> None:
     clock = Clock()
     store = SqliteStore(tmp_path / "db.sqlite", max_bytes=300, clock=clock)
     keys = {name: name * 16 for name in "abcde"}
-    clock.now += 1
+    clock.now += 100
     store.put("s1", keys["a"], b"a" * 100)
-    clock.now += 1
+    clock.now += 100
     store.put("s2", keys["b"], b"b" * 100)
-    clock.now += 1
+    clock.now += 100
     store.put("s1", keys["c"], b"c" * 100)
-    clock.now += 1
+    clock.now += 100
     assert store.get("s1", keys["a"]) == b"a" * 100  # a is now the most recent
-    clock.now += 1
+    clock.now += 100
     store.put("s2", keys["d"], b"d" * 100)  # 400 > 300: the oldest access, b, goes
     assert store.keys("s2") == [keys["d"]]
     assert store.keys("s1") == [keys["a"], keys["c"]]
-    clock.now += 1
+    clock.now += 100
     store.put("s3", keys["e"], b"e" * 200)  # 500 > 300: c, then a
     assert store.keys("s1") == []
     assert store.keys("s2") == [keys["d"]]
@@ -695,6 +697,58 @@ def test_sqlite_evicts_least_recently_used_over_the_cap(tmp_path: Path) -> None:
         store.put("s1", KEY, b"x" * 301)
     assert store.get("s1", KEY) is None
     store.close()
+
+
+def test_sqlite_never_evicts_an_entry_in_use(tmp_path: Path) -> None:
+    """The first cut of a request is not evicted for the second: the second is refused instead."""
+    clock = Clock()
+    store = SqliteStore(tmp_path / "db.sqlite", max_bytes=300, clock=clock)
+    store.put("s1", "a" * 16, b"a" * 200)
+    clock.now += 10
+    with pytest.raises(StoreError, match="in use"):
+        store.put("s1", "b" * 16, b"b" * 200)
+    assert store.get("s1", "a" * 16) == b"a" * 200
+    assert store.get("s1", "b" * 16) is None
+    clock.now += 100  # a was read at +10; now it is old enough to make room
+    store.put("s1", "b" * 16, b"b" * 200)
+    assert store.keys("s1") == ["b" * 16]
+    store.close()
+
+
+def test_a_full_sqlite_store_falls_back_instead_of_losing_a_cut(tmp_path: Path) -> None:
+    texts = ["".join(f"{name} line {i}\n" for i in range(3_000)) for name in "xy"]
+    body: dict[str, Any] = {
+        "model": "m",
+        "max_tokens": 5,
+        "messages": [
+            {"role": "user", "content": "task"},
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "a"}},
+                    {"type": "tool_use", "id": "t2", "name": "Bash", "input": {"command": "b"}},
+                ],
+            },
+            {
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": "t1", "content": texts[0]},
+                    {"type": "tool_result", "tool_use_id": "t2", "content": texts[1]},
+                ],
+            },
+        ],
+    }
+    with Session("full", store=f"sqlite:{tmp_path}/db.sqlite?max_bytes=45000") as session:
+        managed = session.manage(body, "anthropic")
+        assert managed.report.results_cut == 2
+        assert managed.report.store_fallbacks == 1
+        for result in managed.body["messages"][2]["content"]:
+            marker = MARKER_RE.search(result["content"])
+            assert marker is not None
+            if marker.group("key"):
+                assert session.original(marker.group("key")) in texts
+            else:
+                assert "could not be kept" in result["content"]
 
 
 @pytest.mark.parametrize("umask", [0o000, 0o277])

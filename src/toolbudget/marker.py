@@ -73,8 +73,10 @@ def marker_line(
     if key is None:
         parts.append("; the rest could not be kept and cannot be recalled]")
         return "".join(parts)
-    if path:
-        parts.append(f"; full output: {_UNSAFE.sub('_', path)}")
+    if path and not _UNSAFE.search(path):
+        # A path the grammar cannot carry is left out rather than shown altered: a wrong path
+        # could name another file. Recall by key still works.
+        parts.append(f"; full output: {path}")
     parts.append(f"; recall <<tb:{key}>> with {RECALL_TOOL}, by lines or grep]")
     return "".join(parts)
 

@@ -22,7 +22,9 @@ from types import MappingProxyType
 from typing import Any
 
 from .errors import InputError
+from .jsonio import type_name
 from .marker import RECALL_TOOL
+from .recall import MIN_PAGE_CHARS
 
 __all__ = ["DEFAULT_TOOL_CAPS", "Policy"]
 
@@ -150,6 +152,21 @@ class Policy:
         ):
             if getattr(self, name) < 0:
                 raise InputError(f"{name} cannot be negative")
+        if self.recall_max_chars < MIN_PAGE_CHARS:
+            raise InputError(
+                f"recall_max_chars must be at least {MIN_PAGE_CHARS}, to hold a page's header and "
+                f"the pointer to the next page, not {self.recall_max_chars}"
+            )
+        for name in ("context_window_tokens", "max_output_tokens"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise InputError(f"{name} must be a positive number of tokens, not {value}")
+        if self.microcompact_truncate_turns < 1:
+            raise InputError(
+                "microcompact_truncate_turns must be at least 1: a result is compacted once moved past"
+            )
+        if self.microcompact_min_chars < 0 or self.compact_clear_at_least < 0:
+            raise InputError("microcompact_min_chars and compact_clear_at_least cannot be negative")
         if self.max_recovery_attempts < 0 or self.max_token_escalations < 0:
             raise InputError("max_recovery_attempts and max_token_escalations cannot be negative")
         if self.compaction not in COMPACTION_MODES:
@@ -251,7 +268,8 @@ class Policy:
         layers: list[dict[str, Any]] = []
         pyproject = base / "pyproject.toml"
         if pyproject.is_file():
-            layers.append(_section(_read_toml(pyproject).get("tool", {}).get("toolbudget", {}), pyproject))
+            tool = _read_toml(pyproject).get("tool", {})
+            layers.append(_section(tool.get("toolbudget", {}) if isinstance(tool, dict) else tool, pyproject))
         own = base / "toolbudget.toml"
         if own.is_file():
             data = _read_toml(own)
@@ -332,9 +350,15 @@ def _read_toml(path: Path) -> dict[str, Any]:
             return tomllib.load(handle)
     except tomllib.TOMLDecodeError as exc:
         raise InputError(f"{path}: not valid TOML: {exc}") from None
+    except UnicodeDecodeError:
+        raise InputError(f"{path}: not UTF-8 text") from None
+    except OSError as exc:
+        raise InputError(f"{path}: cannot be read: {exc.strerror or exc}") from None
 
 
-def _section(section: Mapping[str, Any], where: object) -> dict[str, Any]:
+def _section(section: Any, where: object) -> dict[str, Any]:
+    if not isinstance(section, Mapping):
+        raise InputError(f"{where}: the toolbudget settings must be a table, not {type_name(section)}")
     out: dict[str, Any] = {}
     for key, value in section.items():
         name = key.replace("-", "_")

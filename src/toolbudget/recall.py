@@ -20,6 +20,7 @@ from .errors import InputError
 from .marker import KEY_RE, RECALL_TOOL
 
 __all__ = [
+    "MIN_PAGE_CHARS",
     "RECALL_DESCRIPTION",
     "RECALL_PARAMETERS",
     "RecallQuery",
@@ -163,6 +164,8 @@ def _next(key: str, **args: str) -> str:
 
 
 _FOOTER_ROOM = 160
+MIN_PAGE_CHARS = 200
+"""The smallest page that holds a header, some of the text and the pointer to the next page."""
 
 
 def split_lines(text: str) -> list[str]:

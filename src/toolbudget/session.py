@@ -312,9 +312,11 @@ class Session:
         last = self._last
         out: dict[str, Any] | None
         if last is not None and last.policy is self.policy and _same_request(last.request, request):
-            # The same history again (a retry, or the same body twice): the same answer.
+            # The same history again (a retry, or the same body twice): the same answer, and
+            # the same callbacks, as for a history that grew.
             report = last.repeat_report
             out = last.out
+            self._notify(report)
         else:
             fixed, report = self._pipeline(request)
             out = None if fixed is request else wire.render(fixed)
@@ -339,13 +341,16 @@ class Session:
         budgeted = enforce(repaired, self.policy, self.archive, schedule=self._schedule, sizes=sizes)
         result = budgeted.request
         report = self._report(request, result, repairs, budgeted)
+        self._notify(report)
+        return result, report
+
+    def _notify(self, report: Report) -> None:
         for cut in report.cuts:
             if self.on_cut is not None:
                 self.on_cut(cut)
         for turn in report.budget_unreachable:
             if self.on_budget_unreachable is not None:
                 self.on_budget_unreachable(turn)
-        return result, report
 
     def _report(
         self, before: Request, after: Request, repairs: tuple[Repair, ...], budgeted: Budgeted
@@ -400,9 +405,17 @@ class Session:
         chars: tuple[int, int | None] | None = None,
         max_chars: int | None = None,
     ) -> str:
-        """One page of the original under ``key``: by lines, by a regex, or by characters."""
-        from .recall import RecallQuery
+        """One page of the original under ``key``: by lines, by a regex, or by characters.
 
+        Raises :class:`InputError` for a page smaller than :data:`MIN_PAGE_CHARS`,
+        which could not hold its header and the pointer to the next page.
+        """
+        from .recall import MIN_PAGE_CHARS, RecallQuery
+
+        if max_chars is not None and (isinstance(max_chars, bool) or max_chars < MIN_PAGE_CHARS):
+            raise InputError(
+                f"a recall page must allow at least {MIN_PAGE_CHARS} characters, not {max_chars}"
+            )
         text = self.original(key)
         return recall_page(
             text, RecallQuery(key, lines, grep, chars), max_chars or self.policy.recall_max_chars

@@ -7,7 +7,11 @@ up). Two limits keep it in check, both over every session:
 
 - a TTL counted from the last access, so an entry a session still recalls
   stays, and one nobody touched for a week goes;
-- a size cap that evicts the least recently used entries when exceeded.
+- a size cap that evicts the least recently used entries when exceeded. An
+  entry used in the last minute is never evicted: it may be the other half of
+  the request being cut right now, whose marker would then name a lost key.
+  When only such entries could make room, the write fails, and the cut says
+  plainly that the rest could not be kept.
 
 Expired entries are invisible at once and deleted by the next write. WAL mode
 lets readers and a writer work at the same time; a busy timeout makes writers
@@ -26,6 +30,9 @@ from pathlib import Path
 
 from ..errors import InputError, StoreError
 from .base import DEFAULT_MAX_BYTES, DEFAULT_TTL, Store
+
+IN_USE_SECONDS = 60.0
+"""Entries used this recently are never evicted to make room."""
 
 __all__ = ["SqliteStore", "default_sqlite_path"]
 
@@ -122,7 +129,7 @@ class SqliteStore(Store):
             )
             (total,) = conn.execute("SELECT value FROM meta WHERE name = 'total_bytes'").fetchone()
             if total > self.max_bytes:
-                self._evict(conn, total - self.max_bytes)
+                self._evict(conn, total - self.max_bytes, now - IN_USE_SECONDS)
 
     def _get(self, session: str, key: str) -> bytes | None:
         with self._transaction("read " + key) as conn:
@@ -158,15 +165,23 @@ class SqliteStore(Store):
 
     # -- SQLite ----------------------------------------------------------------
 
-    @staticmethod
-    def _evict(conn: sqlite3.Connection, excess: int) -> None:
-        """Delete the least recently used entries, of any session, until ``excess`` bytes are freed."""
+    def _evict(self, conn: sqlite3.Connection, excess: int, in_use_since: float) -> None:
+        """Delete the least recently used entries, of any session, until ``excess`` bytes are freed.
+
+        Entries used since ``in_use_since`` are spared; if the rest cannot free
+        enough, the write is refused (the transaction rolls back).
+        """
         victims: list[tuple[int]] = []
-        for rowid, size in conn.execute("SELECT id, size FROM entries ORDER BY atime, id"):
+        rows = conn.execute(
+            "SELECT id, size FROM entries WHERE atime < ? ORDER BY atime, id", (in_use_since,)
+        )
+        for rowid, size in rows:
             victims.append((rowid,))
             excess -= size
             if excess <= 0:
                 break
+        if excess > 0:
+            raise StoreError(f"the store {self.url} is full of entries in use (cap {self.max_bytes} bytes)")
         conn.executemany("DELETE FROM entries WHERE id = ?", victims)
 
     @contextlib.contextmanager
