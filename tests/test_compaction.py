@@ -27,7 +27,7 @@ from toolbudget.compaction import (
     eager_levels,
     size_at,
 )
-from toolbudget.marker import find_markers
+from toolbudget.marker import MARKER_RE, find_markers
 from toolbudget.model import Conversation, Message, Text, ToolCall, ToolResult
 from toolbudget.policy import Policy
 from toolbudget.replay import requests_of
@@ -300,3 +300,38 @@ def test_a_patient_schedule_fires_only_for_the_watermark() -> None:
     assert decide(True, 10**9) == (False, [LEVEL_NONE] * len(slots))
     fired, state = decide(True, cum[end] // 2)
     assert fired and any(state)
+
+
+def test_the_system_prompt_counts_against_the_window() -> None:
+    """On APIs that hold it outside the messages, the system prompt fills the window too."""
+    window = 10_000
+    policy = Policy(context_window_tokens=window)
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "task"}]
+    with Session("system", store="memory:", policy=policy) as session:
+        for turn in range(8):
+            call = {
+                "type": "tool_use",
+                "id": f"c{turn}",
+                "name": "Read",
+                "input": {"file_path": f"/f{turn}.py"},
+            }
+            messages.append({"role": "assistant", "content": [call]})
+            result = {"type": "tool_result", "tool_use_id": f"c{turn}", "content": f"line {turn}\n" * 700}
+            messages.append({"role": "user", "content": [result]})
+            body = {"model": "m", "max_tokens": 5, "system": "rules\n" + "r" * 24_000, "messages": messages}
+            assert session.manage(body, "anthropic").report.tokens_after <= window
+
+
+def test_a_gemini_call_without_an_id_still_names_its_command() -> None:
+    contents: list[dict[str, Any]] = [{"role": "user", "parts": [{"text": "fix the tests"}]}]
+    output = "\n".join(f"tests/test_x.py::test_{i} PASSED" for i in range(300))
+    for turn in range(5):
+        call = {"name": "run_shell_command", "args": {"command": f"pytest -k case{turn}"}}
+        contents.append({"role": "model", "parts": [{"functionCall": call}]})
+        response = {"name": "run_shell_command", "response": {"output": f"{output}\n{turn}"}}
+        contents.append({"role": "user", "parts": [{"functionResponse": response}]})
+    with Session("noid", store="memory:", policy=EAGER) as session:
+        out = session.manage({"contents": contents}, "gemini").body
+    summary = out["contents"][2]["parts"][0]["functionResponse"]["response"]["output"]
+    marker = MARKER_RE.search(summary)
+    assert marker is not None and "`pytest -k case0`" in (marker.group("detail") or "")

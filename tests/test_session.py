@@ -369,3 +369,12 @@ def test_a_path_the_marker_cannot_carry_is_left_out(tmp_path: Path) -> None:
         assert marker is not None and marker.group("key")
         assert marker.group("path") is None and "full output" not in text
         assert session.original(marker.group("key")) == "y\n" * 20_000
+
+
+def test_a_changed_body_keeps_the_callers_field_order() -> None:
+    body = _two_cuts_one_unreachable()
+    reordered = {"messages": body["messages"], "max_tokens": 5, "model": "m"}
+    with Session("order", store="memory:") as session:
+        out = session.manage(reordered, "anthropic").body
+    assert out["messages"] != reordered["messages"]
+    assert list(out)[:3] == ["messages", "max_tokens", "model"]

@@ -161,6 +161,8 @@ def _slots(request: Request, policy: Policy, archive: Archive | None) -> list[_S
     policy re-cuts from the original instead of cutting a cut.
     """
     calls: dict[str, tuple[ToolCall, int, int]] = {}
+    # Calls without ids (Gemini), by name: their responses answer them in order.
+    unnamed: dict[str, list[tuple[ToolCall, int, int]]] = {}
     slots: list[_Slot] = []
     turn = -1
     turn_no = -1
@@ -175,11 +177,16 @@ def _slots(request: Request, policy: Policy, archive: Archive | None) -> list[_S
             if isinstance(part, ToolCall):
                 if part.id is not None:
                     calls[part.id] = (part, turn, turn_no)
+                else:
+                    unnamed.setdefault(part.name, []).append((part, turn, turn_no))
             elif isinstance(part, ToolResult):
+                waiting = unnamed.get(part.name or "") if part.call_id is None else None
+                found = calls.get(part.call_id) if part.call_id is not None else None
+                if waiting:
+                    found = waiting.pop(0)
                 text = result_text(part)
                 if text is None:
                     continue
-                found = calls.get(part.call_id) if part.call_id is not None else None
                 call, owner, owner_no = found if found else (None, turn, turn_no)
                 tool = call.name if call is not None else part.name
                 original = _original_of(text, archive)

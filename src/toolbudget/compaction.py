@@ -41,7 +41,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .model import Message, Request, ToolCall
+from .model import Message, Request, Text, ToolCall
 from .policy import Policy
 from .previews import detect
 
@@ -196,6 +196,7 @@ class Schedule:
 
     def __init__(self) -> None:
         self._messages: tuple[Message, ...] = ()
+        self._frame: tuple[int, int] = (0, 0)
         self._points: list[_Checkpoint] = []
         self.events: list[int] = []
         """Request points (by index) where an event fired, for the last history."""
@@ -228,11 +229,15 @@ class Schedule:
             )
             return now
         points = [*starts[1:], len(request.messages)]
-        resume = self._resume(request.messages, points)
+        window_chars = context_window(policy, request.model) * 4
+        # The system prompt fills the window too (on the APIs that hold it outside the messages).
+        fixed = sum(len(p.text) for p in request.system if isinstance(p, Text))
+        # Every earlier decision depends on these too: when they change, none of the memo holds.
+        resume = self._resume(request.messages, points) if (window_chars, fixed) == self._frame else 0
+        self._frame = (window_chars, fixed)
         cum = [0]
         for size in sizes:
             cum.append(cum[-1] + size)
-        window_chars = context_window(policy, request.model) * 4
         last = self._points[resume - 1] if resume else None
         state: list[int] = list(last.levels) if last else []
         unmanaged, eager = (last.unmanaged, last.eager) if last else (0.0, 0.0)
@@ -244,7 +249,7 @@ class Schedule:
             state.extend([LEVEL_NONE] * (len(present) - len(state)))
             prev_end = points[j - 1] if j else 0
             patient = j > 0 and eager > (1 + EAGER_LOSING) * unmanaged
-            if _decide(present, state, j + 1, end, prev_end, cum, window_chars, policy, patient):
+            if _decide(present, state, j + 1, end, prev_end, cum, window_chars, policy, patient, fixed):
                 events.append(j)
             unmanaged += _unmanaged_step(end, prev_end, cum, first=j == 0)
             eager += _eager_step(present, j + 1, end, prev_end, cum, policy)
@@ -293,12 +298,14 @@ def _decide(
     window_chars: int,
     policy: Policy,
     patient: bool = False,
+    fixed: int = 0,
 ) -> bool:
     """Decide at one request point; apply an event to ``state`` and say whether one fired.
 
     ``end`` is where this request ends and ``prev_end`` where the previous one
     did: the previous request is what the provider has cached. A ``patient``
-    decision fires only for the watermark.
+    decision fires only for the watermark. ``fixed`` is what the request holds
+    outside its messages (the system prompt), which fills the window too.
 
     An event rewrites everything after its first changed result. So it starts
     at the cut point that pays best: the pending changes from there on are
@@ -308,7 +315,7 @@ def _decide(
     targets = eager_levels(present, turns, policy)
     sizes = [size_at(s, lv, policy) for s, lv in zip(present, state, strict=True)]
     saved = sum(s.size - size for s, size in zip(present, sizes, strict=True))
-    length = cum[end] - saved
+    length = fixed + cum[end] - saved
     high = length > policy.compact_high_watermark * window_chars
     changing = [k for k, (lv, tg) in enumerate(zip(state, targets, strict=True)) if tg > lv]
     if not high:
@@ -321,7 +328,7 @@ def _decide(
     for k in changing:
         state[k] = targets[k]
     if high:
-        _down_to_low(present, state, turns, cum[end], window_chars, policy)
+        _down_to_low(present, state, turns, fixed + cum[end], window_chars, policy)
     return True
 
 

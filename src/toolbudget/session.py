@@ -178,6 +178,18 @@ class _Last:
     """The report of answering it again: nothing new was written."""
 
 
+def _in_order_of(given: Mapping[str, Any], out: dict[str, Any]) -> dict[str, Any]:
+    """``out`` with its fields in the order the caller gave them, new fields last.
+
+    A body that changed then still reads like the one sent before it, field for field.
+    """
+    if list(out) == [k for k in given if k in out]:
+        return out
+    ordered = {k: out[k] for k in given if k in out}
+    ordered.update((k, v) for k, v in out.items() if k not in ordered)
+    return ordered
+
+
 def _same_request(a: Request, b: Request) -> bool:
     """Whether two parsed requests are the same: identical cached messages, equal everything else."""
     if a.api != b.api or len(a.messages) != len(b.messages):
@@ -319,7 +331,7 @@ class Session:
             self._notify(report)
         else:
             fixed, report = self._pipeline(request)
-            out = None if fixed is request else wire.render(fixed)
+            out = None if fixed is request else _in_order_of(parsed, wire.render(fixed))
             self._last = _Last(request, self.policy, out, report, replace(report, keys_written=()))
         self.last_report = report
         if out is None:
