@@ -379,3 +379,40 @@ def test_responses_body_held_on_the_server_needs_no_input() -> None:
     b = {"model": "gpt-x", "previous_response_id": "resp_1"}
     assert validate(b, "openai-responses") == []
     assert repair(b, "openai-responses").body is b
+
+
+def test_a_bedrock_cache_point_beside_tool_results_is_valid_and_stays_put() -> None:
+    body: dict[str, Any] = {
+        "modelId": "m",
+        "messages": [
+            {"role": "user", "content": [{"text": "task"}]},
+            {"role": "assistant", "content": [{"toolUse": {"toolUseId": "t1", "name": "f", "input": {}}}]},
+            {
+                "role": "user",
+                "content": [
+                    {"toolResult": {"toolUseId": "t1", "content": [{"text": "ok"}]}},
+                    {"cachePoint": {"type": "default"}},
+                    {"text": "and a note"},
+                ],
+            },
+        ],
+        "toolConfig": {"tools": [{"toolSpec": {"name": "f", "inputSchema": {"json": {"type": "object"}}}}]},
+    }
+    valid = copy.deepcopy(body)
+    del valid["messages"][2]["content"][2]
+    assert validate(valid, "bedrock-converse") == []
+    assert repair(valid, "bedrock-converse").body is valid
+    fixed = repair(body, "bedrock-converse").body
+    assert validate(fixed, "bedrock-converse") == []
+    assert fixed["messages"][2]["content"][1] == {"cachePoint": {"type": "default"}}
+
+
+@pytest.mark.parametrize("held", [{"conversation": "conv_1"}, {"conversation": {"id": "conv_1"}}])
+def test_a_responses_conversation_holds_the_calls_its_outputs_answer(held: dict[str, Any]) -> None:
+    body = {
+        "model": "m",
+        **held,
+        "input": [{"type": "function_call_output", "call_id": "c1", "output": "42"}],
+    }
+    assert validate(body, "openai-responses") == []
+    assert repair(body, "openai-responses").body is body

@@ -378,3 +378,29 @@ def test_a_changed_body_keeps_the_callers_field_order() -> None:
         out = session.manage(reordered, "anthropic").body
     assert out["messages"] != reordered["messages"]
     assert list(out)[:3] == ["messages", "max_tokens", "model"]
+
+
+def test_a_cut_text_keeps_its_place_and_its_own_fields() -> None:
+    big = "".join(f"line {i:05d} of output\n" for i in range(5_000))
+    image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AAAA"}}
+    text = {"type": "text", "text": big, "cache_control": {"type": "ephemeral", "ttl": "1h"}}
+    body = {
+        "model": "m",
+        "max_tokens": 5,
+        "messages": [
+            {"role": "user", "content": "task"},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "f", "input": {}}]},
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": "t1", "content": [image, text]}],
+            },
+        ],
+        "tools": [{"name": "f", "input_schema": {"type": "object"}}],
+    }
+    with Session("blocks", store="memory:") as session:
+        out = session.manage(body, "anthropic").body
+        content = out["messages"][2]["content"][0]["content"]
+        assert content[0] == image
+        assert content[1]["cache_control"] == text["cache_control"] and len(content[1]["text"]) < len(big)
+        marker = MARKER_RE.search(content[1]["text"])
+        assert marker is not None and session.original(marker.group("key")) == big

@@ -149,8 +149,21 @@ def result_text(result: ToolResult) -> str | None:
 
 
 def _with_text(result: ToolResult, text: str) -> ToolResult:
-    others = tuple(p for p in result.content if not isinstance(p, (Text, Data)))
-    return replace(result, content=(Text(text), *others))
+    """The result with its text replaced where its text was.
+
+    The cut text takes the place of the first text block, with that block's
+    own fields (a ``cache_control`` breakpoint stays where the caller put it);
+    images and other blocks keep their places around it.
+    """
+    content: list[Part] = []
+    placed = False
+    for part in result.content:
+        if not isinstance(part, (Text, Data)):
+            content.append(part)
+        elif not placed:
+            placed = True
+            content.append(replace(part, text=text) if isinstance(part, Text) else Text(text))
+    return replace(result, content=tuple(content))
 
 
 def _slots(request: Request, policy: Policy, archive: Archive | None) -> list[_Slot]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..model import Message, Request, Thinking, ToolCall, ToolResult
+from ..model import Message, Opaque, Part, Request, Thinking, ToolCall, ToolResult
 from .rules import Rules
 
 __all__ = ["Violation", "check", "matches", "needs_tools", "pending_from", "thinking_enabled"]
@@ -187,7 +187,8 @@ class _Checker:
 
     def bedrock_results(self, j: int, message: Message) -> None:
         results = [k for k, p in enumerate(message.parts) if isinstance(p, ToolResult)]
-        if results and len(results) < len(message.parts):
+        beside = sum(1 for p in message.parts if rides_with_results(p))
+        if results and len(results) + beside < len(message.parts):
             self.add("mixed_results", self.loc(j, "content"), j)
         for k in results:
             part = message.parts[k]
@@ -199,7 +200,7 @@ class _Checker:
 
     def items(self) -> None:
         msgs = self.messages
-        server_state = bool(self.request.extra.get("previous_response_id"))
+        server_state = held_on_server(self.request)
         pending = pending_from(self.rules, msgs)
         calls: dict[str, int] = {}
         answered: set[str] = set()
@@ -302,3 +303,13 @@ def _side(message: Message) -> str:
 def check(request: Request, rules: Rules) -> list[Violation]:
     """Every pairing violation in ``request`` under ``rules``, in history order."""
     return _Checker(request, rules).run()
+
+
+def rides_with_results(part: Part) -> bool:
+    """A block Bedrock accepts beside tool results: a ``cachePoint`` caching the tool loop."""
+    return isinstance(part, Opaque) and part.type == "cachePoint"
+
+
+def held_on_server(request: Request) -> bool:
+    """Whether earlier items live on the server (Responses), so an output may answer a call not sent."""
+    return bool(request.extra.get("previous_response_id") or request.extra.get("conversation"))

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from ..model import Message, Part, Request, Text, Thinking, ToolCall, ToolResult, frozen_mapping
-from .check import USER_SIDE, matches, pending_from
+from .check import USER_SIDE, held_on_server, matches, pending_from, rides_with_results
 from .rules import Rules
 
 __all__ = ["SYNTHETIC_TEXT", "Repair", "fix"]
@@ -396,13 +396,17 @@ class _Turns:
         if message.role not in USER_SIDE:
             return entry
         results = [p for p in message.parts if isinstance(p, ToolResult)]
-        others = tuple(p for p in message.parts if not isinstance(p, ToolResult))
+        others = tuple(
+            p for p in message.parts if not isinstance(p, ToolResult) and not rides_with_results(p)
+        )
         if not results or not others:
             return entry
         last = results[-1]
         results[-1] = replace(last, content=last.content + others)
         self.note("folded_into_result", entry.index, last.call_id, f"{len(others)} block(s)")
-        return _Entry(entry.index, replace(message, parts=tuple(results)))
+        # A cache point stays where it was, after the results: inside one Bedrock refuses it.
+        kept = tuple(p for p in message.parts if rides_with_results(p))
+        return _Entry(entry.index, replace(message, parts=(*results, *kept)))
 
 
 class _Items:
@@ -419,7 +423,7 @@ class _Items:
         self.rules = rules
         self.entries = entries
         self.repairs = repairs
-        self.server_state = bool(request.extra.get("previous_response_id"))
+        self.server_state = held_on_server(request)
         self.close_pending = close_pending
 
     def note(self, kind: str, index: int, call_id: str | None = None, detail: str = "") -> None:
