@@ -404,3 +404,19 @@ def test_a_cut_text_keeps_its_place_and_its_own_fields() -> None:
         assert content[1]["cache_control"] == text["cache_control"] and len(content[1]["text"]) < len(big)
         marker = MARKER_RE.search(content[1]["text"])
         assert marker is not None and session.original(marker.group("key")) == big
+
+
+def test_a_gemini_response_under_its_own_key_is_cut_under_it() -> None:
+    big = "".join(f"line {i:05d}\n" for i in range(5_000))
+    contents: list[dict[str, Any]] = [
+        {"role": "user", "parts": [{"text": "task"}]},
+        {"role": "model", "parts": [{"functionCall": {"name": "f", "args": {}}}]},
+        {"role": "user", "parts": [{"functionResponse": {"name": "f", "response": {"result": big}}}]},
+    ]
+    assert wire.render(wire.parse({"contents": contents}, "gemini"), "gemini") == {"contents": contents}
+    with Session("gemini-key", store="memory:") as session:
+        out = session.manage({"contents": contents}, "gemini").body
+        response = out["contents"][2]["parts"][0]["functionResponse"]["response"]
+        assert list(response) == ["result"]
+        marker = MARKER_RE.search(response["result"])
+        assert marker is not None and session.original(marker.group("key")) == big

@@ -265,6 +265,9 @@ def _parse_call(
     return ToolCall(call_id, name, arguments, extra=extra, form=form)
 
 
+_TEXT_KEY = "response:text:"
+
+
 def _parse_response(
     key: str, wire: dict[str, Any], inner: dict[str, Any], form: tuple[str, ...], loc: str
 ) -> ToolResult:
@@ -282,6 +285,9 @@ def _parse_response(
             content, form = (Text(only[1]),), (*form, "response:output")
         elif only is not None and only[0] == "error" and isinstance(only[1], str):
             content, form, is_error = (Text(only[1]),), (*form, "response:error"), True
+        elif only is not None and isinstance(only[1], str):
+            # Any one-key text object (``{"result": text}``): text too, and cut under its own key.
+            content, form = (Text(only[1]),), (*form, f"{_TEXT_KEY}{only[0]}")
         else:
             content, form = (Data(response),), (*form, "response:data")
     call_id = inner.get("id")
@@ -444,6 +450,7 @@ def _render_response(part: ToolResult) -> Any:
 def _response_object(part: ToolResult) -> dict[str, Any]:
     content = part.content
     label = "error" if part.is_error else "output"
+    label = next((f[len(_TEXT_KEY) :] for f in part.form if f.startswith(_TEXT_KEY)), label)
     if len(content) == 1 and isinstance(content[0], Text):
         return {label: content[0].text}
     if len(content) == 1 and isinstance(content[0], Data) and not part.is_error:
