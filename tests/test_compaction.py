@@ -266,9 +266,11 @@ def test_the_eager_replay_bills_as_a_count_of_the_prompt_text(result_sizes: list
     slots, cum, ends = _synthetic(result_sizes, policy)
     counted = tallied = 0.0
     previous = ""
+    then: list[int] = []
     for j, end in enumerate(ends):
         present = [s for s in slots if s.msg < end]
-        levels = dict(zip((s.msg for s in present), eager_levels(present, j + 1, policy), strict=True))
+        now = eager_levels(present, j + 1, policy)
+        levels = dict(zip((s.msg for s in present), now, strict=True))
         pieces = []
         for i in range(end):
             if i in levels:
@@ -281,8 +283,8 @@ def test_the_eager_replay_bills_as_a_count_of_the_prompt_text(result_sizes: list
         same = (i for i, (a, b) in enumerate(zip(previous, text, strict=False)) if a != b)
         prefix = next(same, min(len(previous), len(text)))
         counted += READ_COST * prefix + WRITE_COST * (len(text) - prefix)
-        tallied += _eager_step(present, j + 1, end, ends[j - 1] if j else 0, cum, policy)
-        previous = text
+        tallied += _eager_step(present, then, now, end, ends[j - 1] if j else 0, cum, policy)
+        previous, then = text, now
     assert tallied == pytest.approx(counted)
 
 
@@ -293,7 +295,8 @@ def test_a_patient_schedule_fires_only_for_the_watermark() -> None:
 
     def decide(patient: bool, window_chars: int) -> tuple[bool, list[int]]:
         state = [LEVEL_NONE] * len(slots)
-        fired = _decide(slots, state, len(ends), end, prev_end, cum, window_chars, policy, patient)
+        targets = eager_levels(slots, len(ends), policy)
+        fired = _decide(slots, state, targets, len(ends), end, prev_end, cum, window_chars, policy, patient)
         return fired, state
 
     assert decide(False, 10**9)[0]

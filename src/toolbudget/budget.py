@@ -36,13 +36,14 @@ from .compaction import (
     summary_detail,
 )
 from .errors import StoreError
+from .jsonio import dumps
 from .marker import RECALL_TOOL, find_markers, marker_line
-from .model import Data, Message, Part, Request, Text, ToolCall, ToolResult
+from .model import Data, Message, Part, Request, Text, Thinking, ToolCall, ToolResult
 from .policy import Policy
 from .previews import Preview, make_preview
 from .wire._common import dumps_text
 
-__all__ = ["MIN_PREVIEW_CHARS", "Archive", "Budgeted", "Cut", "Unreachable", "enforce"]
+__all__ = ["MIN_PREVIEW_CHARS", "Archive", "Budgeted", "Cut", "Unreachable", "enforce", "message_chars"]
 
 MIN_PREVIEW_CHARS = 600
 """The smallest preview the turn budget shrinks a result to: the marker and a little text."""
@@ -378,7 +379,7 @@ def _compact(
         )
         for s in slots
     ]
-    message_sizes = list(sizes) if sizes is not None else [_rough_size(m) for m in request.messages]
+    message_sizes = list(sizes) if sizes is not None else [message_chars(m) for m in request.messages]
     for slot in slots:
         # Place results as sent before compaction: after their caps, whatever the body held.
         message_sizes[slot.msg] += len(slot.current) - len(_text_now(slot))
@@ -392,15 +393,24 @@ def _compact(
     return schedule.fired_now
 
 
-def _rough_size(message: Message) -> int:
+def message_chars(message: Message) -> int:
+    """The characters of a message the model reads: what sizes and places it in a prompt."""
     total = 0
     for part in message.parts:
         if isinstance(part, Text):
             total += len(part.text)
         elif isinstance(part, ToolResult):
-            total += len(result_text(part) or "")
+            for inner in part.content:
+                if isinstance(inner, Text):
+                    total += len(inner.text)
+                elif isinstance(inner, Data):
+                    total += len(dumps(inner.value))
         elif isinstance(part, ToolCall):
-            total += len(part.arguments_json or "") or 40
+            total += (
+                len(part.arguments_json) if part.arguments_json is not None else len(dumps(part.arguments))
+            )
+        elif isinstance(part, Thinking) and part.text:
+            total += len(part.text)
     return total
 
 

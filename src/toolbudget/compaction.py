@@ -243,17 +243,23 @@ class Schedule:
         unmanaged, eager = (last.unmanaged, last.eager) if last else (0.0, 0.0)
         kept = self._points[:resume]
         events = [e for e in self.events if e < resume]
+        # Each point's age levels serve its decision, and its eager step and the next one's.
+        then = (
+            eager_levels([s for s in slots if s.msg < points[resume - 1]], resume, policy) if resume else []
+        )
         for j in range(resume, len(points)):
             end = points[j]
             present = [s for s in slots if s.msg < end]
+            now = eager_levels(present, j + 1, policy)
             state.extend([LEVEL_NONE] * (len(present) - len(state)))
             prev_end = points[j - 1] if j else 0
             patient = j > 0 and eager > (1 + EAGER_LOSING) * unmanaged
-            if _decide(present, state, j + 1, end, prev_end, cum, window_chars, policy, patient, fixed):
+            if _decide(present, state, now, j + 1, end, prev_end, cum, window_chars, policy, patient, fixed):
                 events.append(j)
             unmanaged += _unmanaged_step(end, prev_end, cum, first=j == 0)
-            eager += _eager_step(present, j + 1, end, prev_end, cum, policy)
+            eager += _eager_step(present, then, now, end, prev_end, cum, policy)
             kept.append(_Checkpoint(end, tuple(state), unmanaged, eager))
+            then = now
         self._messages = request.messages
         self._points = kept
         self.events = events
@@ -291,6 +297,7 @@ def _turn_starts(messages: Sequence[Message]) -> list[int]:
 def _decide(
     present: Sequence[SlotInfo],
     state: list[int],
+    targets: Sequence[int],
     turns: int,
     end: int,
     prev_end: int,
@@ -302,7 +309,8 @@ def _decide(
 ) -> bool:
     """Decide at one request point; apply an event to ``state`` and say whether one fired.
 
-    ``end`` is where this request ends and ``prev_end`` where the previous one
+    ``targets`` are the levels the results' ages allow at this point, ``turns``
+    the assistant turns so far. ``end`` is where this request ends and ``prev_end`` where the previous one
     did: the previous request is what the provider has cached. A ``patient``
     decision fires only for the watermark. ``fixed`` is what the request holds
     outside its messages (the system prompt), which fills the window too.
@@ -312,7 +320,6 @@ def _decide(
     applied, and older ones that would cost more to rewrite than they save
     stay pending (a later event may take them along).
     """
-    targets = eager_levels(present, turns, policy)
     sizes = [size_at(s, lv, policy) for s, lv in zip(present, state, strict=True)]
     saved = sum(s.size - size for s, size in zip(present, sizes, strict=True))
     length = fixed + cum[end] - saved
@@ -376,15 +383,23 @@ def _unmanaged_step(end: int, prev_end: int, cum: Sequence[int], *, first: bool)
 
 
 def _eager_step(
-    present: Sequence[SlotInfo], turns: int, end: int, prev_end: int, cum: Sequence[int], policy: Policy
+    present: Sequence[SlotInfo],
+    then: Sequence[int],
+    now: Sequence[int],
+    end: int,
+    prev_end: int,
+    cum: Sequence[int],
+    policy: Policy,
 ) -> float:
-    """What one request costs under per-turn aging, after the previous one under it."""
-    now = eager_levels(present, turns, policy)
+    """What one request costs under per-turn aging, after the previous one under it.
+
+    ``now`` are the age levels of ``present`` at this request, ``then`` those of
+    the results the previous request held, at that request (none for the first).
+    """
     length = cum[end] - sum(s.size - size_at(s, lv, policy) for s, lv in zip(present, now, strict=True))
-    if turns == 1:
+    if prev_end == 0:
         return WRITE_COST * length
-    before = [s for s in present if s.msg < prev_end]
-    then = eager_levels(before, turns - 1, policy)
+    before = present[: len(then)]
     prefix = cum[prev_end]
     shift = 0
     for slot, old, new in zip(before, then, now, strict=False):

@@ -19,12 +19,12 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from . import wire
-from .budget import Archive, Budgeted, Cut, Unreachable, enforce
+from .budget import Archive, Budgeted, Cut, Unreachable, enforce, message_chars
 from .compaction import Schedule
 from .errors import InputError, NotFoundError, StoreError
 from .jsonio import dumps, to_body
 from .marker import RECALL_TOOL
-from .model import Data, Message, Request, Text, Thinking, ToolCall, ToolResult
+from .model import Request, Text, ToolCall, ToolResult
 from .pairing import Repair, repair_request
 from .policy import Policy
 from .previews import Preview
@@ -130,26 +130,6 @@ def count_chars(request: Request, sizes: Mapping[int, int] | None = None) -> int
     for message in request.messages:
         known = sizes.get(id(message)) if sizes is not None else None
         total += message_chars(message) if known is None else known
-    return total
-
-
-def message_chars(message: Message) -> int:
-    total = 0
-    for part in message.parts:
-        if isinstance(part, Text):
-            total += len(part.text)
-        elif isinstance(part, ToolResult):
-            for inner in part.content:
-                if isinstance(inner, Text):
-                    total += len(inner.text)
-                elif isinstance(inner, Data):
-                    total += len(dumps(inner.value))
-        elif isinstance(part, ToolCall):
-            total += (
-                len(part.arguments_json) if part.arguments_json is not None else len(dumps(part.arguments))
-            )
-        elif isinstance(part, Thinking) and part.text:
-            total += len(part.text)
     return total
 
 

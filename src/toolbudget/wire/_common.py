@@ -406,6 +406,18 @@ def cached(cache: EntryCache | None, tag: bytes, raw: Any, build: Callable[[], T
     return hit
 
 
+def parse_tools(
+    cache: EntryCache | None, raw: Any, parse_one: Callable[[Any, str], ToolDef]
+) -> tuple[ToolDef, ...]:
+    """A body's ``tools`` list, each entry read by ``parse_one``; a resent list is read once."""
+    return cached(
+        cache,
+        b"tools",
+        raw,
+        lambda: tuple(parse_one(t, f"tools.{i}") for i, t in enumerate(expect_list(raw, "tools"))),
+    )
+
+
 def parse_entry(
     cache: EntryCache | None, raw: Any, location: str, parse_one: Callable[[Any, str], Message]
 ) -> Message:

@@ -38,6 +38,7 @@ from ._common import (
     merge_runs,
     neutral,
     parse_entry,
+    parse_tools,
     rest,
     results_first,
     reused,
@@ -123,14 +124,7 @@ def parse(body: Any, cache: EntryCache | None = None) -> Request:
             form = ("system",)
     tools: tuple[ToolDef, ...] = ()
     if "tools" in wire:
-        tools = cached(
-            cache,
-            b"tools",
-            wire["tools"],
-            lambda: tuple(
-                _parse_tool(t, f"tools.{i}") for i, t in enumerate(expect_list(wire["tools"], "tools"))
-            ),
-        )
+        tools = parse_tools(cache, wire["tools"], _parse_tool)
         form += ("tools",)
     request = Request(API, messages, system, tools, rest(wire, _K_BODY), form)
     return set_origin(request, API, wire)

@@ -36,7 +36,6 @@ from ..model import (
 from ._common import (
     EntryCache,
     arguments_text,
-    cached,
     data_url_type,
     dumps_text,
     expect_dict,
@@ -47,6 +46,7 @@ from ._common import (
     neutral,
     parse_arguments,
     parse_entry,
+    parse_tools,
     rest,
     rest_with,
     reused,
@@ -105,14 +105,7 @@ def parse(body: Any, cache: EntryCache | None = None) -> Request:
     tools: tuple[ToolDef, ...] = ()
     form: tuple[str, ...] = ()
     if "tools" in wire:
-        tools = cached(
-            cache,
-            b"tools",
-            wire["tools"],
-            lambda: tuple(
-                _parse_tool(t, f"tools.{i}") for i, t in enumerate(expect_list(wire["tools"], "tools"))
-            ),
-        )
+        tools = parse_tools(cache, wire["tools"], _parse_tool)
         form = ("tools",)
     request = Request(API, messages, (), tools, rest(wire, _K_BODY), form)
     return set_origin(request, API, wire)

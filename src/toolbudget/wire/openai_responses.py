@@ -39,7 +39,6 @@ from ..model import (
 from ._common import (
     EntryCache,
     arguments_text,
-    cached,
     data_url_type,
     dumps_text,
     expect_dict,
@@ -49,6 +48,7 @@ from ._common import (
     neutral,
     parse_arguments,
     parse_entry,
+    parse_tools,
     rest,
     reused,
     unknown,
@@ -161,14 +161,7 @@ def parse(body: Any, cache: EntryCache | None = None) -> Request:
             form.append("instructions")
     tools: tuple[ToolDef, ...] = ()
     if "tools" in wire:
-        tools = cached(
-            cache,
-            b"tools",
-            wire["tools"],
-            lambda: tuple(
-                _parse_tool(t, f"tools.{i}") for i, t in enumerate(expect_list(wire["tools"], "tools"))
-            ),
-        )
+        tools = parse_tools(cache, wire["tools"], _parse_tool)
         form.append("tools")
     request = Request(API, messages, system, tools, rest(wire, _K_BODY), tuple(form))
     return set_origin(request, API, wire)
