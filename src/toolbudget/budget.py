@@ -37,13 +37,22 @@ from .compaction import (
 )
 from .errors import StoreError
 from .jsonio import dumps
-from .marker import RECALL_TOOL, find_markers, marker_line
+from .marker import find_markers, is_recall_tool, marker_line
 from .model import Data, Message, Part, Request, Text, Thinking, ToolCall, ToolResult
 from .policy import Policy
 from .previews import Preview, make_preview
 from .wire._common import dumps_text
 
-__all__ = ["MIN_PREVIEW_CHARS", "Archive", "Budgeted", "Cut", "Unreachable", "enforce", "message_chars"]
+__all__ = [
+    "MIN_PREVIEW_CHARS",
+    "Archive",
+    "Budgeted",
+    "Cut",
+    "Unreachable",
+    "enforce",
+    "message_chars",
+    "recall_route",
+]
 
 MIN_PREVIEW_CHARS = 600
 """The smallest preview the turn budget shrinks a result to: the marker and a little text."""
@@ -69,7 +78,7 @@ class Archive:
         """The archived text of ``key``, or ``None``; never raises."""
         raise NotImplementedError
 
-    memo: dict[tuple[str, int, bool, bool, bool], Preview]
+    memo: dict[tuple[str, int, bool, bool, bool, str | None], Preview]
     """Previews already made, by key, limit and how they were made: a warm session reuses them."""
 
     forms: set[str]
@@ -212,7 +221,7 @@ def _slots(request: Request, policy: Policy, archive: Archive | None) -> list[_S
         newest = max(s.turn for s in slots)
         for slot in slots:
             # A recall answer in the newest turn is never cut, so recall and cut cannot loop.
-            slot.protected = slot.turn == newest and slot.tool == RECALL_TOOL
+            slot.protected = slot.turn == newest and is_recall_tool(slot.tool)
     return slots
 
 
@@ -226,11 +235,24 @@ def _original_of(text: str, archive: Archive | None) -> str:
     return original if original is not None and len(original) > len(text) else text
 
 
+def recall_route(request: Request) -> str | None:
+    """The name of the recall tool ``request`` defines, if any: what markers may tell the model to call."""
+    for tool in request.tools:
+        if tool.kind == "function" and is_recall_tool(tool.name):
+            return tool.name
+    return None
+
+
 class _Cutter:
     def __init__(
-        self, policy: Policy, archive: Archive | None, on_store_error: Callable[[StoreError], None]
+        self,
+        policy: Policy,
+        archive: Archive | None,
+        on_store_error: Callable[[StoreError], None],
+        route: str | None = None,
     ) -> None:
         self.policy = policy
+        self.route = route
         self.archive = archive
         self.on_store_error = on_store_error
         self.fallbacks = 0
@@ -268,12 +290,12 @@ class _Cutter:
         stderr_limit = self.policy.error_max_chars if reason == "result_cap" else None
         compacting = reason == COMPACT_PREVIEW
         ratio = self.policy.microcompact_head_ratio if compacting else self.policy.head_ratio
-        memo_key = (key or "", limit, slot.result.is_error, stderr_limit is not None, compacting)
+        memo_key = (key or "", limit, slot.result.is_error, stderr_limit is not None, compacting, self.route)
         made = memo.get(memo_key) if memo is not None else None
         if made is None:
 
             def mark(omitted: int, detail: str) -> str:
-                return marker_line(omitted, len(original), key=key, path=path, detail=detail)
+                return marker_line(omitted, len(original), key=key, path=path, detail=detail, tool=self.route)
 
             made = make_preview(
                 original,
@@ -300,7 +322,9 @@ class _Cutter:
         errors = error_lines(original) if keeps_errors else []
         kept = sum(len(line) + 1 for line in errors)
         detail = summary_detail(slot.tool, slot.call, original, status)
-        line = marker_line(max(0, len(original) - kept), len(original), key=key, path=path, detail=detail)
+        line = marker_line(
+            max(0, len(original) - kept), len(original), key=key, path=path, detail=detail, tool=self.route
+        )
         text = "\n".join([line, *errors])
         if len(text) < len(slot.current):
             self._set(slot, text, "summary", key, COMPACT_SUMMARY)
@@ -337,7 +361,7 @@ def enforce(
     are the characters of each message, known from the caller's caches.
     """
     slots = _slots(request, policy, archive)
-    cutter = _Cutter(policy, archive, on_store_error)
+    cutter = _Cutter(policy, archive, on_store_error, recall_route(request))
     preview_room = policy.preview_chars + MARKER_ROOM
     for slot in slots:
         if slot.protected:

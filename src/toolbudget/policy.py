@@ -23,7 +23,7 @@ from typing import Any
 
 from .errors import InputError
 from .jsonio import type_name
-from .marker import RECALL_TOOL
+from .marker import RECALL_TOOL, is_recall_tool
 from .recall import MIN_PAGE_CHARS
 
 __all__ = ["DEFAULT_TOOL_CAPS", "Policy"]
@@ -194,7 +194,7 @@ class Policy:
         return max(cap, self.error_max_chars) if is_error else cap
 
     def exempt(self, tool: str | None) -> bool:
-        return tool is not None and tool in self.exempt_tools
+        return tool is not None and (tool in self.exempt_tools or is_recall_tool(tool))
 
     @property
     def preview_chars(self) -> int:

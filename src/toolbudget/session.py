@@ -184,7 +184,7 @@ class _SessionArchive(Archive):
 
     def __init__(self, session: Session) -> None:
         self.session = session
-        self.memo: dict[tuple[str, int, bool, bool, bool], Preview] = {}
+        self.memo: dict[tuple[str, int, bool, bool, bool, str | None], Preview] = {}
         self.forms: set[str] = set()
         self.written: dict[str, str | None] = {}
         self.secret = hashlib.blake2b(

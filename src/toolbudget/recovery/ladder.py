@@ -35,7 +35,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from ..budget import enforce
+from ..budget import enforce, recall_route
 from ..compaction import Schedule
 from ..errors import StoreError
 from ..jsonio import dumps
@@ -258,6 +258,7 @@ def _cut_long_texts(
     must be able to cut those like results.
     """
     cuts = 0
+    route = recall_route(request)
     messages = list(request.messages)
     for i, message in enumerate(messages):
         users = message.role == "user" and users_from is not None and i >= users_from
@@ -267,7 +268,7 @@ def _cut_long_texts(
         changed = False
         for part in message.parts:
             if isinstance(part, Text) and len(part.text) > limit:
-                part = Text(_preview(session, part.text, limit))
+                part = Text(_preview(session, part.text, limit, route))
                 changed = True
                 cuts += 1
             elif isinstance(part, ToolCall):
@@ -276,7 +277,7 @@ def _cut_long_texts(
                 )
                 if len(arguments) > limit:
                     # Still an object, as every API wants; the call's input can be recalled.
-                    shown = {"toolbudget": _preview(session, arguments, limit)}
+                    shown = {"toolbudget": _preview(session, arguments, limit, route)}
                     part = ToolCall(part.id, part.name, shown, None, True, part.extra, part.form)
                     changed = True
                     cuts += 1
@@ -286,11 +287,11 @@ def _cut_long_texts(
     return (replace(request, messages=tuple(messages)) if cuts else request), cuts
 
 
-def _preview(session: Session, text: str, limit: int) -> str:
+def _preview(session: Session, text: str, limit: int, route: str | None) -> str:
     key, path = _keep(session, text)
 
     def mark(omitted: int, detail: str) -> str:
-        return marker_line(omitted, len(text), key=key, path=path, detail=detail)
+        return marker_line(omitted, len(text), key=key, path=path, detail=detail, tool=route)
 
     return make_preview(text, limit, marker=mark, head_ratio=session.policy.head_ratio).text
 
@@ -375,7 +376,9 @@ def _drop_before(session: Session, request: Request, start: int, *, short: bool 
     text = transcript_text(dropped)
     key, path = _keep(session, text)
     detail = f"{len(dropped)} earlier messages dropped to fit the context window"
-    line = marker_line(len(text), len(text), key=key, path=None if short else path, detail=detail)
+    line = marker_line(
+        len(text), len(text), key=key, path=None if short else path, detail=detail, tool=recall_route(request)
+    )
     if not short:
         line += "\nThe conversation continues below from where it was cut; the task above still stands."
     kept = [*head, *messages[task_start:task_end], Message("user", (Text(line),)), *messages[start:]]
