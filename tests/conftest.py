@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 import orjson
@@ -12,6 +13,12 @@ from toolbudget import load_transcript
 from toolbudget.model import Conversation
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # The default archive lives in the user's cache directory: tests (and the processes they
+    # start) keep theirs in a private temp dir instead of the real one.
+    os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="toolbudget-test-cache-")
 
 
 def shared_dir() -> Path:

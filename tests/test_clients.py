@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
-import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ from toolbudget import Policy, Session
 from toolbudget.clients import CallReport, UnsupportedClient, wrap
 from toolbudget.recovery import ErrorKind, RecoveryReport
 from toolbudget.recovery.output import continuation_prompt
+from toolbudget.store import DirStore
 
 Reply = Callable[[dict[str, Any]], httpx2.Response]
 
@@ -1070,15 +1070,20 @@ def test_a_session_is_made_when_none_is_given_and_closed_with_the_client(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.chdir(tmp_path)  # the policy of a folder without settings
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))  # where the default workspace goes
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # where the default workspace goes
     upstream = Upstream(message("ok"))
+    root = tmp_path / "cache" / "toolbudget" / "archives"
     with wrap(anthropic_client(upstream)) as client:
         answer = client.messages.create(model="m", max_tokens=5, messages=anthropic_history(2, 50_000))
         report = answer.toolbudget_report  # type: ignore[attr-defined]
-        assert report.managed.session.startswith("conv-")
+        session = report.managed.session
+        assert session.startswith("conv-")
         assert report.managed.keys_written
-        assert [p for p in (tmp_path / "tmp").rglob("*") if p.is_file()]
-    assert not [p for p in (tmp_path / "tmp").rglob("*") if p.is_file()]
+        assert DirStore(root).live_holders(session)
+    # Closed: the client lets go of the archive, which stays for its TTL (markers outlive it).
+    assert not DirStore(root).live_holders(session)
+    kept = {p.stem for p in root.rglob("*.txt")}
+    assert set(report.managed.keys_written) <= kept
 
 
 def test_async_clients_close_too(session: Session) -> None:

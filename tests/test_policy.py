@@ -49,7 +49,7 @@ def test_files_then_code_then_environment(tmp_path: Path) -> None:
         "TOOLBUDGET_TOOL_CAPS": "Read=10, Bash=500",
         "TOOLBUDGET_EXEMPT_TOOLS": "a,b",
         "TOOLBUDGET_PREVIEW_TAIL_CHARS": "5",
-        "TOOLBUDGET_KEEP_WORKSPACE": "yes",
+        "TOOLBUDGET_STORE_TIMEOUT": "2.5",
         "TOOLBUDGET_STORE": "memory:",
     }
     policy = Policy.load(tmp_path, env=env, preview_tail_chars=77)
@@ -59,7 +59,7 @@ def test_files_then_code_then_environment(tmp_path: Path) -> None:
     )
     assert policy.exempt("a") and policy.exempt("b") and policy.exempt(RECALL_TOOL)
     assert policy.preview_tail_chars == 5  # the environment wins over code
-    assert policy.keep_workspace is True
+    assert policy.store_timeout == 2.5
     assert policy.store == "memory:"
 
 
@@ -69,7 +69,8 @@ def test_files_then_code_then_environment(tmp_path: Path) -> None:
         ({"TOOLBUDGET_RESULT_MAX_CHARS": "lots"}, "TOOLBUDGET_RESULT_MAX_CHARS"),
         ({"TOOLBUDGET_TURN_BUDGET_CHARS": "0"}, "turn_budget_chars"),
         ({"TOOLBUDGET_TOOL_CAPS": "Read"}, "TOOLBUDGET_TOOL_CAPS"),
-        ({"TOOLBUDGET_KEEP_WORKSPACE": "maybe"}, "TOOLBUDGET_KEEP_WORKSPACE"),
+        ({"TOOLBUDGET_STORE_TIMEOUT": "soon"}, "TOOLBUDGET_STORE_TIMEOUT"),
+        ({"TOOLBUDGET_STORE_TIMEOUT": "0"}, "store_timeout"),
     ],
 )
 def test_bad_settings_are_clear_errors(tmp_path: Path, env: dict[str, str], needle: str) -> None:

@@ -184,19 +184,17 @@ def test_errors_are_kept_whole_up_to_the_error_cap() -> None:
     assert managed.report.results_cut == 0
 
 
-def test_the_workspace_goes_when_the_session_closes_unless_kept(tmp_path: Path) -> None:
+def test_the_archive_outlives_the_session_that_wrote_it(tmp_path: Path) -> None:
     body = _one_result_body("z\n" * 20_000)
-    with Session("gone", store=f"dir:{tmp_path}") as session:
+    with Session("stays", store=f"dir:{tmp_path}") as session:
         key = session.manage(body, "anthropic").report.cuts[0].key
-        path = session.store.path("gone", key or "")
+        path = session.store.path("stays", key or "")
         assert path is not None and Path(path).read_text() == "z\n" * 20_000
         assert str(tmp_path) in (result_text(next(results(session.manage(body).body, "anthropic"))[1]) or "")
-    assert not Path(path).exists()
-    kept = Policy(keep_workspace=True)
-    with Session("kept", store=f"dir:{tmp_path}", policy=kept) as session:
-        key = session.manage(body, "anthropic").report.cuts[0].key
-        path = session.store.path("kept", key or "")
-    assert path is not None and Path(path).exists()
+    # Its markers live on in the agent's transcript: the original stays until the TTL.
+    assert Path(path).read_text() == "z\n" * 20_000
+    with Session("stays", store=f"dir:{tmp_path}") as later:
+        assert later.original(key or "") == "z\n" * 20_000
 
 
 def test_recall_answers_are_not_cut_while_newest() -> None:
@@ -211,7 +209,7 @@ def test_other_sessions_and_path_like_keys_are_not_found(tmp_path: Path) -> None
     from toolbudget.errors import NotFoundError
 
     body = _one_result_body("w\n" * 20_000)
-    with Session("a", store=f"dir:{tmp_path}", policy=Policy(keep_workspace=True)) as a:
+    with Session("a", store=f"dir:{tmp_path}") as a:
         key = a.manage(body, "anthropic").report.cuts[0].key or ""
         assert a.original(key) == "w\n" * 20_000
     with Session("b", store=f"dir:{tmp_path}") as b:

@@ -15,7 +15,6 @@ import sqlite3
 import stat
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import uuid
@@ -276,7 +275,7 @@ def test_hostile_session_ids_stay_inside_and_apart(store: Store, backend: Backen
     written = [path for path in backend.tmp.rglob("*") if path.is_file()]
     assert all(backend.inside(path) for path in written), written
     if isinstance(store, DirStore):
-        sessions = list(store.root.iterdir())
+        sessions = [path for path in store.root.iterdir() if not path.name.startswith(".")]
         assert len(sessions) == len(HOSTILE_SESSIONS)
         assert all(path.name.startswith("toolbudget-") and path.is_dir() for path in sessions)
     store.drop("../x")
@@ -387,11 +386,15 @@ def test_namespace_keeps_safe_ids_readable_and_hashes_the_rest() -> None:
 # -- open_store ----------------------------------------------------------------------------------------
 
 
-def test_open_store_default_is_the_temp_dir() -> None:
+def test_open_store_default_is_the_users_private_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     for url in (None, "dir:"):
         with open_store(url) as store:
             assert isinstance(store, DirStore)
-            assert store.root == Path(tempfile.gettempdir()).absolute()
+            assert store.root == tmp_path / "cache" / "toolbudget" / "archives"
+            assert _mode(store.root) == 0o700
             session = f"test-{uuid.uuid4().hex}"
             try:
                 store.put(session, KEY, b"x")
@@ -432,7 +435,8 @@ def test_open_store_schemes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
         "C:\\Users\\me\\store",
         "memory:extra",
         "dir://host/path",
-        "dir:/tmp/x?ttl=5",
+        "dir:/tmp/x?max_bytes=5",
+        "dir:/tmp/x?ttl=0",
         "sqlite:/tmp/x.sqlite?ttl=soon",
         "sqlite:/tmp/x.sqlite?ttl=-1",
         "sqlite:/tmp/x.sqlite?max_bytes=0",

@@ -210,7 +210,7 @@ def compact(
     remove it with `toolbudget clean`.
     """
     raw = read_input(source)
-    policy = replace(Policy.load(), keep_workspace=True)
+    policy = Policy.load()
     with Session(session, store=store_url, policy=policy) as live:
         managed = live.manage(raw, api)
     write_output(managed.body if isinstance(managed.body, bytes) else dumps(managed.body), out)
@@ -254,7 +254,7 @@ def recall(
     max_chars: int | None,
 ) -> None:
     """Print what a cut left out: with no option, the exact original."""
-    policy = replace(Policy.load(), keep_workspace=True)
+    policy = Policy.load()
     with Session(session, store=store_url, policy=policy) as live:
         try:
             if lines is None and pattern is None:

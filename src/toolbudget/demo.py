@@ -17,7 +17,7 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -273,7 +273,7 @@ def run_demo(out_dir: Path, *, include_own: bool = True) -> None:
 def _compact(conversation: Conversation, out_dir: Path, console: Console) -> None:
     """Budget the recorded session, show what was cut, and recall one cut byte for byte."""
     body = to_request(conversation, "anthropic", model="recorded-by-toolbudget-demo")
-    policy = replace(Policy.load(), keep_workspace=True)
+    policy = Policy.load()
     store = f"dir:{(out_dir / 'store').resolve()}"
     with Session("demo", store=store, policy=policy) as session:
         managed = session.manage(body, "anthropic")

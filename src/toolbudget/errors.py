@@ -14,6 +14,7 @@ an exit status, the proxy into an HTTP status)::
     │   └── TranscriptError         a session file that cannot be read as a transcript
     ├── NotFoundError               no archived original has that key in this session (LookupError)
     └── StoreError                  the archive store failed (disk, database, network)
+        └── StoreConfigError        the store cannot work as configured (its driver is not installed)
 
 Errors carry a ``location`` where one is known, written the way providers write
 them (``messages.3.content.1``), so the one-line message can point at the spot.
@@ -27,6 +28,7 @@ __all__ = [
     "InvalidJSON",
     "NotFoundError",
     "ShapeError",
+    "StoreConfigError",
     "StoreError",
     "ToolbudgetError",
     "TranscriptError",
@@ -72,3 +74,11 @@ class NotFoundError(ToolbudgetError, LookupError):
 
 class StoreError(ToolbudgetError):
     """The archive store could not keep or return an entry."""
+
+
+class StoreConfigError(StoreError):
+    """The store cannot work as configured, for example its driver is not installed.
+
+    Unlike a store that is down, which costs cuts their recall until it is
+    back, this never gets better by waiting: a session refuses to start.
+    """

@@ -100,9 +100,10 @@ class Policy:
     store: str | None = None
     """Archive store URL (``dir:PATH``, ``sqlite:PATH``, ``redis://...``, ``memory:``).
 
-    ``None`` is the session workspace, a directory under the system temp dir."""
-    keep_workspace: bool = False
-    """Keep the session workspace when the session closes."""
+    ``None`` is the session workspace, a private directory in the user's cache dir."""
+    store_timeout: float = 1.0
+    """Seconds one request may wait for its archive store in all; a store slower than that is
+    skipped (its cuts say the rest could not be kept) until it answers again."""
     recall_max_chars: int = 8_000
     """The page size of a recall answer."""
 
@@ -169,6 +170,10 @@ class Policy:
             raise InputError("microcompact_min_chars and compact_clear_at_least cannot be negative")
         if self.max_recovery_attempts < 0 or self.max_token_escalations < 0:
             raise InputError("max_recovery_attempts and max_token_escalations cannot be negative")
+        if not 0 < self.store_timeout < float("inf"):
+            raise InputError(
+                f"store_timeout must be a positive number of seconds, not {self.store_timeout!r}"
+            )
         if self.compaction not in COMPACTION_MODES:
             raise InputError(
                 f"compaction must be one of {', '.join(COMPACTION_MODES)}, not {self.compaction!r}"
@@ -327,7 +332,7 @@ ENV = {
     "TOOLBUDGET_PREVIEW_HEAD_CHARS": "preview_head_chars",
     "TOOLBUDGET_PREVIEW_TAIL_CHARS": "preview_tail_chars",
     "TOOLBUDGET_STORE": "store",
-    "TOOLBUDGET_KEEP_WORKSPACE": "keep_workspace",
+    "TOOLBUDGET_STORE_TIMEOUT": "store_timeout",
     "TOOLBUDGET_RECALL_MAX_CHARS": "recall_max_chars",
     "TOOLBUDGET_MICROCOMPACT_TRUNCATE_TURNS": "microcompact_truncate_turns",
     "TOOLBUDGET_MICROCOMPACT_SUMMARIZE_TURNS": "microcompact_summarize_turns",
@@ -402,10 +407,10 @@ def _check(name: str, value: Any, where: object) -> Any:
                 f"{where}: compaction must be one of {', '.join(COMPACTION_MODES)}, not {value!r}"
             )
         return value
-    if name == "keep_workspace":
-        if not isinstance(value, bool):
-            raise InputError(f"{where}: keep_workspace must be true or false")
-        return value
+    if name == "store_timeout":
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise InputError(f"{where}: store_timeout must be a number of seconds, not {value!r}")
+        return float(value)
     if name == "store":
         if value is not None and not isinstance(value, str):
             raise InputError(f"{where}: store must be a store URL")
@@ -440,11 +445,11 @@ def _from_env(env: Mapping[str, str]) -> dict[str, Any]:
             if raw not in COMPACTION_MODES:
                 raise InputError(f"{variable} must be one of {', '.join(COMPACTION_MODES)}, not {raw!r}")
             out[name] = raw
-        elif name == "keep_workspace":
-            lowered = raw.lower()
-            if lowered not in ("1", "0", "true", "false", "yes", "no", "on", "off"):
-                raise InputError(f"{variable} must be true or false, not {raw!r}")
-            out[name] = lowered in ("1", "true", "yes", "on")
+        elif name == "store_timeout":
+            try:
+                out[name] = float(raw)
+            except ValueError:
+                raise InputError(f"{variable} must be a number of seconds, not {raw!r}") from None
         else:
             out[name] = raw
     return out

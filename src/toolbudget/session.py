@@ -6,14 +6,24 @@ deterministic: the same body gives the same bytes, in this process or another,
 and managing a managed body changes nothing.
 
 The session id namespaces the archive. When none is given, it is derived from
-the conversation itself (its system prompt and first message), so every
-request of one conversation lands in the same namespace, even across restarts
-and processes, and different conversations never share one.
+the conversation itself (its system prompt and its task, the first message
+that is not a system message), so every request of one conversation lands in
+the same namespace, even across restarts and processes. Two conversations
+that really begin alike share one, which is harmless: keys are content hashes,
+and nothing is removed while any session holding the archive is alive.
+
+An archive outlives the session: closing a session only lets go of it, and
+what nobody holds any more is removed by the store's TTL or by ``clean``. A
+store that hangs costs a request at most ``Policy.store_timeout`` seconds, and
+before a request goes out every key its markers name has been checked present
+in the store, in one round trip, and kept again when it was lost.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -21,7 +31,7 @@ from typing import Any
 from . import wire
 from .budget import Archive, Budgeted, Cut, Unreachable, enforce, message_chars
 from .compaction import Schedule
-from .errors import InputError, NotFoundError, StoreError
+from .errors import InputError, NotFoundError, StoreConfigError, StoreError
 from .jsonio import dumps, to_body
 from .marker import RECALL_TOOL
 from .model import Request, Text, ToolCall, ToolResult
@@ -29,7 +39,10 @@ from .pairing import Repair, repair_request
 from .policy import Policy
 from .previews import Preview
 from .recall import parse_query, recall_page, valid_key
-from .store import Store, open_store
+from .store import DirStore, MemoryStore, Store, open_store
+from .store.guard import Deadline, StoreGuard
+
+_log = logging.getLogger("toolbudget")
 
 __all__ = ["Managed", "Report", "Session", "conversation_id"]
 
@@ -107,16 +120,26 @@ class Managed:
 
 
 def conversation_id(request: Request) -> str:
-    """A stable id for a conversation: a hash of its system prompt and first message."""
+    """A stable id for a conversation: a hash of its system prompt and its task.
+
+    The task is the first message that is not a system message, on every API:
+    in OpenAI's APIs the system prompt is itself a message, and hashing it as
+    "the first message" gave every task of one agent the same id.
+    """
     digest = hashlib.blake2b(digest_size=8, person=b"toolbudget-conv")
-    for part in request.system:
-        if isinstance(part, Text):
-            digest.update(part.text.encode("utf-8", "surrogatepass"))
-    digest.update(b"\x00")
-    for message in request.messages[:1]:
-        for part in message.parts:
+    system = [p.text for p in request.system if isinstance(p, Text)]
+    system += [p.text for m in request.messages if m.role == "system" for p in m.parts if isinstance(p, Text)]
+    for text in system:
+        digest.update(text.encode("utf-8", "surrogatepass") + b"\x00")
+    digest.update(b"\x01")
+    task = next((m for m in request.messages if m.role != "system"), None)
+    if task is not None:
+        digest.update(task.role.encode())
+        for part in task.parts:
             if isinstance(part, Text):
-                digest.update(part.text.encode("utf-8", "surrogatepass"))
+                digest.update(b"\x00" + part.text.encode("utf-8", "surrogatepass"))
+            elif isinstance(part, ToolCall):
+                digest.update(b"\x00" + part.name.encode("utf-8", "surrogatepass"))
     return "conv-" + digest.hexdigest()
 
 
@@ -180,13 +203,22 @@ def _same_request(a: Request, b: Request) -> bool:
 
 
 class _SessionArchive(Archive):
-    """The archive of one session in its store, with keys only this session can compute."""
+    """The archive of one session in its store, with keys only this session can compute.
+
+    While a request is managed, cuts only note what they need kept
+    (:meth:`collect`); :meth:`flush` then checks every noted key in one round
+    trip and writes the ones the store does not hold. So a key written by an
+    earlier request and since lost (a Redis restart, an eviction, a flush) is
+    written again before a marker names it, and a fresh process does not pay
+    a round trip per key it re-derives.
+    """
 
     def __init__(self, session: Session) -> None:
         self.session = session
         self.memo: dict[tuple[str, int, bool, bool, bool, str | None], Preview] = {}
         self.forms: set[str] = set()
-        self.written: dict[str, str | None] = {}
+        self.pending: dict[str, str] | None = None
+        self.lost: frozenset[str] = frozenset()
         self.secret = hashlib.blake2b(
             session.id.encode("utf-8", "surrogatepass"), digest_size=32, person=b"toolbudget-key"
         ).digest()
@@ -198,18 +230,48 @@ class _SessionArchive(Archive):
 
     def keep(self, text: str) -> tuple[str, str | None]:
         key = self.key_for(text)
-        if key in self.written:
-            return key, self.written[key]
-        store = self.session.store
-        store.put(self.session.id, key, text.encode("utf-8", "surrogatepass"))
-        path = store.path(self.session.id, key)
-        self.written[key] = path
-        self.session._keys_this_call.append(key)
-        return key, path
+        session = self.session
+        if key in self.lost:
+            raise StoreError(f"the store could not keep {key}")
+        if self.pending is not None:
+            self.pending[key] = text
+            return key, session.store.location(session.id, key)
+        # Outside a request's batch (recovery): kept now, within the request's time.
+        session._store_call(session.store.put, session.id, key, text.encode("utf-8", "surrogatepass"))
+        session._keys_this_call.append(key)
+        return key, session.store.location(session.id, key)
+
+    def collect(self) -> None:
+        self.pending = {}
+        self.lost = frozenset()
+
+    def flush(self) -> frozenset[str]:
+        """Make sure the store holds every key noted since :meth:`collect`; returns the keys it could not."""
+        pending, self.pending = self.pending, None
+        if not pending:
+            return frozenset()
+        session = self.session
+        keys = sorted(pending)
+        try:
+            absent = session._store_call(session.store.missing, session.id, keys)
+        except StoreError as exc:
+            session._store_failed(exc)
+            return frozenset(keys)  # nothing could be checked: no marker may promise a key
+        if absent:
+            items = {key: pending[key].encode("utf-8", "surrogatepass") for key in sorted(absent)}
+            try:
+                failed: set[str] = session._store_call(session.store.put_many, session.id, items)
+            except StoreError as exc:
+                session._store_failed(exc)
+                return frozenset(absent)
+            session._keys_this_call.extend(key for key in items if key not in failed)
+            return frozenset(failed)
+        return frozenset()
 
     def original(self, key: str) -> str | None:
+        session = self.session
         try:
-            data = self.session.store.get(self.session.id, key)
+            data = session._store_call(session.store.get, session.id, key)
         except StoreError:
             return None
         return None if data is None else data.decode("utf-8", "surrogatepass")
@@ -218,9 +280,14 @@ class _SessionArchive(Archive):
 class Session:
     """One conversation's policy and archive. Use it as a context manager.
 
-    When it closes, the session workspace (the default ``dir:`` store) is
-    removed unless ``keep_workspace`` is set; durable stores (SQLite, Redis)
-    keep their entries until their TTL.
+    Closing it lets go of its archive without removing it: the markers it
+    wrote live on in the agent's transcript, so the originals stay until the
+    store's TTL has passed with nobody holding them (``toolbudget clean``
+    removes them sooner). ``close`` never raises.
+
+    A store URL whose driver is not installed raises :class:`StoreConfigError`
+    here; a store that is down is not the caller's mistake, and only costs the
+    cuts their recall (each marker says so) until it is back.
     """
 
     def __init__(
@@ -249,9 +316,15 @@ class Session:
         self.last_report: Report | None = None
         """The report of the last ``manage`` call."""
         self._store_error: StoreError | None = None
-        if isinstance(self._store_arg, str):
+        self._guard: StoreGuard | None = None
+        self._deadline: Deadline | None = None
+        self._holder: str | None = None
+        if isinstance(self._store_arg, str) or self._store_arg is None:
             try:
-                self._store = open_store(self._store_arg)  # a malformed URL fails here, not at the first cut
+                # A malformed URL fails here, not at the first cut.
+                self._store = open_store(self._store_arg)
+            except StoreConfigError:
+                raise
             except StoreError as exc:
                 # A store that is down is not the caller's mistake: cuts fall back, and say so.
                 self._store_error = exc
@@ -273,6 +346,19 @@ class Session:
             self._store = open_store(url)
         return self._store
 
+    def _store_call(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """A store call bounded by this request's time; a store that hangs is skipped, not waited for."""
+        store = self.store
+        if isinstance(store, MemoryStore):
+            return fn(*args)  # nothing to wait for
+        if self._guard is None:
+            self._guard = StoreGuard(store.url)
+        deadline = self._deadline or Deadline(self.policy.store_timeout)
+        return self._guard.call(deadline, fn, *args)
+
+    def _store_failed(self, exc: StoreError) -> None:
+        _log.warning("toolbudget: %s", exc)
+
     @property
     def archive(self) -> _SessionArchive:
         if self._archive is None:
@@ -282,6 +368,14 @@ class Session:
     def _bind(self, request: Request) -> None:
         if self._id is None:
             self._id = conversation_id(request)
+        if self._holder is None and not self._closed:
+            store = self._store
+            if isinstance(store, DirStore):
+                # Marks the archive in use, so no sweep or clean removes it under this session.
+                with contextlib.suppress(StoreError):
+                    self._holder = store.hold(self._id)
+        elif isinstance(self._store, DirStore):
+            self._store.renew(self._id, self._holder)
 
     # --- the pipeline ----------------------------------------------------------------
 
@@ -330,7 +424,22 @@ class Session:
         sizes = [
             (known.get(id(m)) if known is not None else None) or message_chars(m) for m in repaired.messages
         ]
-        budgeted = enforce(repaired, self.policy, self.archive, schedule=self._schedule, sizes=sizes)
+        archive = self.archive
+        self._deadline = Deadline(self.policy.store_timeout)
+        try:
+            archive.collect()
+            budgeted = enforce(repaired, self.policy, archive, schedule=self._schedule, sizes=sizes)
+            lost = archive.flush()
+            if lost:
+                # Cut again, with the keys the store could not keep marked as lost.
+                archive.collect()
+                archive.lost = lost
+                budgeted = enforce(repaired, self.policy, archive, schedule=self._schedule, sizes=sizes)
+                archive.pending = None
+        finally:
+            archive.pending = None
+            archive.lost = frozenset()
+            self._deadline = None
         result = budgeted.request
         report = self._report(request, result, repairs, budgeted)
         self._notify(report)
@@ -383,7 +492,7 @@ class Session:
         """The exact original text archived under ``key``."""
         if not valid_key(key):
             raise NotFoundError(f"not found: {key[:80]!r} is not a toolbudget key")
-        data = self.store.get(self.id, key)
+        data: bytes | None = self._store_call(self.store.get, self.id, key)
         if data is None:
             raise NotFoundError(f"not found: no archived output has key {key} in session {self.id}")
         return data.decode("utf-8", "surrogatepass")
@@ -430,16 +539,25 @@ class Session:
     # --- lifetime --------------------------------------------------------------------
 
     def close(self) -> None:
+        """Let go of the archive (it stays until its TTL) and release the store; never raises."""
         if self._closed:
             return
         self._closed = True
-        if self._store is not None:
-            try:
-                if self._id is not None and self._store.file_backed and not self.policy.keep_workspace:
-                    self._store.drop(self._id)
-            finally:
-                if not isinstance(self._store_arg, Store):
-                    self._store.close()
+        store = self._store
+        if store is None:
+            return
+        try:
+            if self._holder is not None and isinstance(store, DirStore) and self._id is not None:
+                store.release(self._id, self._holder)
+        except StoreError as exc:
+            _log.warning("toolbudget: %s", exc)
+        finally:
+            self._holder = None
+            if self._guard is not None:
+                self._guard.close()
+            if not isinstance(self._store_arg, Store):
+                with contextlib.suppress(StoreError):
+                    store.close()
 
     def __enter__(self) -> Session:
         return self

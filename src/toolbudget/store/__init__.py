@@ -5,10 +5,13 @@ setting, SDK argument), so the four backends are interchangeable:
 
 =============================================  =====================================================
 ``memory:``                                    this process only; tests and one-shot runs
-``dir:PATH`` (``dir:`` = the system temp dir)  files an agent's read tool can open; the default
+``dir:PATH?ttl=SECONDS`` (``dir:``: see below)  files an agent's read tool can open; the default
 ``sqlite:PATH?ttl=SECONDS&max_bytes=N``        one durable file on this machine, with TTL and cap
 ``redis://host:port/db?ttl=SECONDS``           shared by processes and machines (``rediss://``: TLS)
 =============================================  =====================================================
+
+``dir:`` alone is ``toolbudget/archives`` in the user's cache directory
+(``$XDG_CACHE_HOME`` or ``~/.cache``), private to the user.
 
 A URL that cannot name a store (no scheme, an unknown one, bad options) is
 the caller's mistake and raises :class:`~toolbudget.errors.InputError` (a
@@ -34,7 +37,7 @@ _SCHEMES = "memory:, dir:PATH, sqlite:PATH or redis://HOST:PORT/DB"
 
 
 def open_store(url: str | None = None) -> Store:
-    """The store ``url`` names; ``None`` is ``dir:``, files in the system temp dir."""
+    """The store ``url`` names; ``None`` is ``dir:``, files in the user's cache directory."""
     if url is None:
         return DirStore()
     if not isinstance(url, str):
@@ -48,13 +51,12 @@ def open_store(url: str | None = None) -> Store:
             raise InputError(f"the memory store takes no path or options: {url!r:.200}")
         return MemoryStore()
     if scheme == "dir":
-        path = _local_path(url, rest)
-        if "?" in path:
-            raise InputError(f"the dir store takes no options: {url!r:.200}")
-        return DirStore(path or None)
+        path, _, query = _local_path(url, rest).partition("?")
+        ttl, _ = _options(url, query, ("ttl",))
+        return DirStore(path or None, ttl=ttl)
     if scheme == "sqlite":
         path, _, query = _local_path(url, rest).partition("?")
-        ttl, max_bytes = _sqlite_options(url, query)
+        ttl, max_bytes = _options(url, query, ("ttl", "max_bytes"))
         return SqliteStore(path or None, ttl=ttl, max_bytes=max_bytes)
     if scheme in ("redis", "rediss"):
         return RedisStore(url)
@@ -71,11 +73,14 @@ def _local_path(url: str, rest: str) -> str:
     return slash + path
 
 
-def _sqlite_options(url: str, query: str) -> tuple[float, int]:
+def _options(url: str, query: str, known: tuple[str, ...]) -> tuple[float, int]:
     ttl, max_bytes = DEFAULT_TTL, DEFAULT_MAX_BYTES
     for name, value in parse_qsl(query, keep_blank_values=True):
-        if name not in ("ttl", "max_bytes"):
-            raise InputError(f"unknown option {name!r} in {url!r:.200}; sqlite takes ttl and max_bytes")
+        if name not in known:
+            takes = " and ".join(known)
+            raise InputError(
+                f"unknown option {name!r} in {url!r:.200}; {url.partition(':')[0]} takes {takes}"
+            )
         try:
             if name == "ttl":
                 ttl = float(value)
@@ -83,4 +88,6 @@ def _sqlite_options(url: str, query: str) -> tuple[float, int]:
                 max_bytes = int(value)
         except ValueError:
             raise InputError(f"option {name} in {url!r:.200} is not a number: {value!r}") from None
+    if not ttl > 0:
+        raise InputError(f"the ttl in {url!r:.200} must be a positive number of seconds")
     return ttl, max_bytes

@@ -88,6 +88,10 @@ class Store(ABC):
       file-backed stores (``file_backed``) when the entry exists; else ``None``.
     - ``keys(session)`` lists the session's live keys, sorted; listing is not an
       access. ``drop(session)`` removes everything of a session.
+    - ``missing(session, keys)`` says which of ``keys`` the store does not hold,
+      in one round trip, and counts as an access of those it holds (their TTL
+      starts again): a request checks every key its markers name before it goes
+      out. ``put_many`` keeps several entries, in one round trip where it can.
     - A session id is any string: each backend maps it to its own namespace,
       which it cannot leave and no other id shares.
     - Any failure of the backend (disk full, read-only, database locked or
@@ -133,6 +137,32 @@ class Store(ABC):
             return None
         self._check_open()
         return self._path(session, key)
+
+    def put_many(self, session: str, items: dict[str, bytes]) -> set[str]:
+        """Keep every ``key: data`` of ``items``; returns the keys that could not be kept.
+
+        Entries that exist are only accessed. :class:`StoreError` when the
+        store failed as a whole (then none can be counted on).
+        """
+        for key, data in items.items():
+            check_key(key)
+            if not isinstance(data, bytes):
+                raise TypeError(f"store data is bytes, not {type(data).__name__}")
+        self._check_session(session)
+        self._check_open()
+        return self._put_many(session, items) if items else set()
+
+    def missing(self, session: str, keys: list[str]) -> set[str]:
+        """Which of ``keys`` the store does not hold; the ones it holds are accessed."""
+        self._check_session(session)
+        wanted = [key for key in dict.fromkeys(keys) if is_key(key)]
+        self._check_open()
+        absent = self._missing(session, wanted) if wanted else set()
+        return absent | {key for key in keys if not is_key(key)}
+
+    def location(self, session: str, key: str) -> str | None:
+        """Where a file-backed store keeps (or will keep) ``key``, without looking; else ``None``."""
+        return None
 
     def keys(self, session: str) -> list[str]:
         """The session's live keys, sorted."""
@@ -187,6 +217,20 @@ class Store(ABC):
 
     def _path(self, session: str, key: str) -> str | None:
         return None
+
+    def _put_many(self, session: str, items: dict[str, bytes]) -> set[str]:
+        failed: set[str] = set()
+        for key, data in items.items():
+            try:
+                self._put(session, key, data)
+            except StoreError:
+                failed.add(key)
+        if failed and len(failed) == len(items):
+            self._put(session, *next(iter(items.items())))  # the whole store fails: say why
+        return failed
+
+    def _missing(self, session: str, keys: list[str]) -> set[str]:
+        return {key for key in keys if self._get(session, key) is None}
 
     @abstractmethod
     def _keys(self, session: str) -> list[str]: ...

@@ -5,13 +5,25 @@ path and the agent's own read tool pages through it (ChatCLI's session
 workspace, Claude Code's ``tool-results``). The layout is::
 
     <root>/toolbudget-<session>/tool-results/<key>.txt
+    <root>/toolbudget-<session>/holders/<host>-<pid>-<token>
+    <root>/toolbudget-<session>/used
 
-The default root is the system temp dir, which other users share, so the
-store trusts only directories it owns and keeps private (0700, files 0600):
-a session directory planted by someone else, or a symlink in its place, is
-refused rather than written into or read from. Entries are never cleaned up
-behind the caller's back; :meth:`DirStore.drop` removes a session's directory
-when the session ends.
+The default root is ``toolbudget/archives`` in the user's cache directory
+(``$XDG_CACHE_HOME`` or ``~/.cache``), private to the user (0700, files
+0600): tool outputs can hold secrets. Any root may be shared with other users
+(``dir:/tmp``), so the store trusts only directories it owns and keeps
+private: a session directory planted by someone else, or a symlink in its
+place, is refused rather than written into or read from.
+
+An archive outlives the sessions that point at it. A live session, in any
+process, holds its directory with a file under ``holders``; closing it only
+removes that file. A directory nobody holds is removed once it has not been
+used for the store's TTL (a week by default), because markers live on in the
+agent's own transcript after the session that made them has ended. The sweep
+runs at most once an hour when a store is opened, and by ``toolbudget clean``;
+neither ever removes a directory with a live holder. A holder is live while
+its process runs (on this host) or, for a holder from another host, while it
+was renewed within the TTL.
 """
 
 from __future__ import annotations
@@ -19,18 +31,32 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import secrets
 import shutil
+import socket
 import stat
 import tempfile
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 from ..errors import StoreError
-from .base import Store, is_key, namespace
+from .base import DEFAULT_TTL, Store, is_key, namespace
 
-__all__ = ["DirStore"]
+__all__ = ["DirStore", "default_dir_root"]
 
 _RESULTS = "tool-results"
+_HOLDERS = "holders"
+_USED = "used"
+_SWEPT = ".swept"
 _SUFFIX = ".txt"
+_PREFIX = "toolbudget-"
+SWEEP_EVERY = 3600.0
+"""Seconds between automatic sweeps of a root."""
+PART_MAX_AGE = 3600.0
+"""A half-written temp file older than this was left by a process that died mid-write."""
+RENEW_EVERY = 60.0
+"""A session renews its holder and ``used`` stamp at most this often."""
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _BINARY = getattr(os, "O_BINARY", 0)
 # link() fails with these where the file system has no hard links (FAT, some FUSE and SMB mounts).
@@ -41,16 +67,37 @@ def _why(error: OSError) -> str:
     return error.strerror or str(error)
 
 
+def default_dir_root() -> Path:
+    """Where ``dir:`` with no path keeps archives: the user's private cache directory."""
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(cache) / "toolbudget" / "archives"
+
+
 class DirStore(Store):
-    """``dir:PATH`` (``dir:`` alone: the system temp dir)."""
+    """``dir:PATH?ttl=SECONDS`` (``dir:`` alone: :func:`default_dir_root`).
+
+    ``clock`` replaces :func:`time.time` so tests can move time.
+    """
 
     file_backed = True
 
-    def __init__(self, root: str | os.PathLike[str] | None = None) -> None:
+    def __init__(
+        self,
+        root: str | os.PathLike[str] | None = None,
+        *,
+        ttl: float = DEFAULT_TTL,
+        clock: Callable[[], float] = time.time,
+        sweep: bool = True,
+    ) -> None:
         super().__init__()
-        raw = tempfile.gettempdir() if root is None or os.fspath(root) == "" else os.fspath(root)
+        if not ttl > 0:
+            raise StoreError(f"the dir store's ttl must be a positive number of seconds, not {ttl!r}")
+        raw = default_dir_root() if root is None or os.fspath(root) == "" else os.fspath(root)
         self.root = Path(os.path.abspath(os.path.expanduser(raw)))
-        self.url = f"dir:{self.root}"
+        self.ttl = float(ttl)
+        self._clock = clock
+        self.url = f"dir:{self.root}" + (f"?ttl={self.ttl:g}" if self.ttl != DEFAULT_TTL else "")
+        self._renewed: dict[str, float] = {}
         try:
             os.makedirs(self.root, mode=0o700)
         except FileExistsError:
@@ -63,6 +110,10 @@ class DirStore(Store):
                 os.chmod(self.root, 0o700)
         if not self.root.is_dir():
             raise StoreError(f"the store root {self.root} exists and is not a directory")
+        if sweep:
+            # Best effort: a root we cannot tidy is still a root we can keep entries in.
+            with contextlib.suppress(StoreError, OSError):
+                self._sweep_now_and_then()
 
     def workspace(self, session: str) -> Path:
         """The session's private directory, created if needed.
@@ -78,6 +129,137 @@ class DirStore(Store):
         except OSError as error:
             raise StoreError(f"cannot create the session directory {directory}: {_why(error)}") from error
         return Path(directory)
+
+    def location(self, session: str, key: str) -> str | None:
+        if not is_key(key):
+            return None
+        return os.path.join(self._session_dir(session), _RESULTS, key + _SUFFIX)
+
+    # -- holders and the TTL -----------------------------------------------------
+
+    def hold(self, session: str) -> str:
+        """Mark the session's archive as in use by this process; returns the holder's name."""
+        self._check_session(session)
+        self._check_open()
+        directory = self._session_dir(session)
+        holders = os.path.join(directory, _HOLDERS)
+        name = f"{_host()}-{os.getpid()}-{secrets.token_hex(4)}"
+        try:
+            self._private_dir(directory)
+            self._private_dir(holders)
+            fd = os.open(os.path.join(holders, name), os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o600)
+            os.close(fd)
+            self._stamp(directory)
+        except OSError as error:
+            raise StoreError(f"cannot hold the session directory {directory}: {_why(error)}") from error
+        self._renewed[session] = self._clock()
+        return name
+
+    def renew(self, session: str, holder: str | None) -> None:
+        """Note that the session is in use now; cheap enough to call on every request."""
+        now = self._clock()
+        if now - self._renewed.get(session, float("-inf")) < RENEW_EVERY:
+            return
+        self._renewed[session] = now
+        directory = self._session_dir(session)
+        with contextlib.suppress(OSError):
+            self._stamp(directory)
+            if holder is not None:
+                os.utime(os.path.join(directory, _HOLDERS, holder), (now, now))
+
+    def release(self, session: str, holder: str) -> None:
+        """The holder is done; the archive stays until its TTL after the last use."""
+        directory = self._session_dir(session)
+        with contextlib.suppress(OSError):
+            self._stamp(directory)
+        with contextlib.suppress(FileNotFoundError):
+            try:
+                os.unlink(os.path.join(directory, _HOLDERS, holder))
+            except OSError as error:
+                raise StoreError(f"cannot release {directory}: {_why(error)}") from error
+
+    def live_holders(self, session: str) -> list[str]:
+        """The holders of the session that are alive now."""
+        directory = self._existing_session_dir(session)
+        return [] if directory is None else self._live(directory)[0]
+
+    def sweep(self) -> list[str]:
+        """Remove every session directory nobody holds and nobody used for the TTL; returns their names."""
+        self._check_open()
+        removed: list[str] = []
+        try:
+            names = sorted(os.listdir(self.root))
+        except OSError as error:
+            raise StoreError(f"cannot list {self.root}: {_why(error)}") from error
+        now = self._clock()
+        for name in names:
+            if not name.startswith(_PREFIX):
+                continue
+            directory = os.path.join(self.root, name)
+            try:
+                info = os.lstat(directory)
+                if not stat.S_ISDIR(info.st_mode) or info.st_uid != _uid(info):
+                    continue
+                live, last = self._live(directory)
+                if live or now - last < self.ttl:
+                    continue
+                shutil.rmtree(directory)
+            except FileNotFoundError:
+                continue
+            except OSError:
+                continue  # another process is using or removing it; the next sweep will see
+            removed.append(name)
+        with contextlib.suppress(OSError):
+            Path(self.root, _SWEPT).touch(mode=0o600)
+            os.utime(os.path.join(self.root, _SWEPT), (now, now))
+        return removed
+
+    def _sweep_now_and_then(self) -> None:
+        try:
+            last = os.stat(os.path.join(self.root, _SWEPT)).st_mtime
+        except FileNotFoundError:
+            last = float("-inf")
+        if self._clock() - last >= SWEEP_EVERY:
+            self.sweep()
+
+    def _live(self, directory: str) -> tuple[list[str], float]:
+        """The live holders of a session directory, and when it was last used."""
+        holders = os.path.join(directory, _HOLDERS)
+        last = _mtime(os.path.join(directory, _USED))
+        if last is None:
+            last = _mtime(directory) or 0.0
+        live: list[str] = []
+        now = self._clock()
+        try:
+            names = sorted(os.listdir(holders))
+        except FileNotFoundError:
+            names = []
+        host = _host()
+        for name in names:
+            seen = _mtime(os.path.join(holders, name))
+            if seen is None:
+                continue
+            last = max(last, seen)
+            owner, _, rest = name.rpartition("-")[0].rpartition("-")
+            pid = int(rest) if rest.isdigit() else None
+            # On this host a holder lives as long as its process; from elsewhere, while renewed.
+            alive = _pid_alive(pid) if owner == host and pid is not None else now - seen < self.ttl
+            if alive:
+                live.append(name)
+            elif owner == host:
+                with contextlib.suppress(OSError):
+                    os.unlink(os.path.join(holders, name))  # its process is gone
+        return live, last
+
+    def _stamp(self, directory: str) -> None:
+        used = os.path.join(directory, _USED)
+        now = self._clock()
+        try:
+            os.utime(used, (now, now))
+        except FileNotFoundError:
+            fd = os.open(used, os.O_WRONLY | os.O_CREAT | _NOFOLLOW, 0o600)
+            os.close(fd)
+            os.utime(used, (now, now))
 
     # -- the backend ---------------------------------------------------------
 
@@ -121,6 +303,25 @@ class DirStore(Store):
             raise StoreError(f"cannot look at {file}: {_why(error)}") from error
         return file if stat.S_ISREG(mode) else None
 
+    def _missing(self, session: str, keys: list[str]) -> set[str]:
+        directory = self._existing_session_dir(session)
+        if directory is None:
+            return set(keys)
+        results = os.path.join(directory, _RESULTS)
+        absent: set[str] = set()
+        for key in keys:
+            try:
+                if not stat.S_ISREG(os.lstat(os.path.join(results, key + _SUFFIX)).st_mode):
+                    absent.add(key)
+            except FileNotFoundError:
+                absent.add(key)
+            except OSError as error:
+                raise StoreError(f"cannot look at {results}: {_why(error)}") from error
+        if len(absent) < len(keys):
+            with contextlib.suppress(OSError):
+                self._stamp(directory)
+        return absent
+
     def _keys(self, session: str) -> list[str]:
         directory = self._existing_session_dir(session)
         if directory is None:
@@ -140,6 +341,12 @@ class DirStore(Store):
         directory = self._existing_session_dir(session)
         if directory is None:
             return
+        live = self._live(directory)[0]
+        if live:
+            raise StoreError(
+                f"{directory} is held by {len(live)} live session(s) ({', '.join(live)}); "
+                "it is removed once they end and its TTL has passed"
+            )
         try:
             shutil.rmtree(directory)
         except FileNotFoundError:
@@ -151,7 +358,7 @@ class DirStore(Store):
 
     def _session_dir(self, session: str) -> str:
         # The prefix keeps every name clear of "." and ".." and of other programs' temp dirs.
-        return os.path.join(self.root, "toolbudget-" + namespace(session))
+        return os.path.join(self.root, _PREFIX + namespace(session))
 
     def _existing_session_dir(self, session: str) -> str | None:
         directory = self._session_dir(session)
@@ -179,6 +386,36 @@ class DirStore(Store):
         _refuse_foreign(directory, info)
         if stat.S_IMODE(info.st_mode) != 0o700:
             os.chmod(directory, 0o700)
+
+
+def _host() -> str:
+    """This host's name, as a holder file name can carry it."""
+    name = "".join(c if c.isalnum() or c in "._" else "_" for c in socket.gethostname())
+    return name[:64] or "host"
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # alive, and someone else's
+    except OSError:
+        return True
+    return True
+
+
+def _mtime(path: str) -> float | None:
+    try:
+        return os.stat(path).st_mtime
+    except OSError:
+        return None
+
+
+def _uid(info: os.stat_result) -> int:
+    getuid = getattr(os, "getuid", None)
+    return getuid() if getuid is not None else info.st_uid
 
 
 def _refuse_foreign(directory: str, info: os.stat_result) -> None:

@@ -34,6 +34,10 @@ class MemoryStore(Store):
         with self._lock:
             return self._entries.get((session, key))
 
+    def _missing(self, session: str, keys: list[str]) -> set[str]:
+        with self._lock:
+            return {key for key in keys if (session, key) not in self._entries}
+
     def _keys(self, session: str) -> list[str]:
         with self._lock:
             return [key for (owner, key) in self._entries if owner == session]

@@ -18,7 +18,7 @@ import contextlib
 from typing import NoReturn
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from ..errors import InputError, StoreError
+from ..errors import InputError, StoreConfigError, StoreError
 from .base import DEFAULT_TTL, Store, is_key, namespace
 
 __all__ = ["RedisStore"]
@@ -53,7 +53,7 @@ class RedisStore(Store):
             from redis.backoff import NoBackoff
             from redis.retry import Retry
         except ImportError as error:
-            raise StoreError(_INSTALL_HINT) from error
+            raise StoreConfigError(_INSTALL_HINT) from error
         parts = urlsplit(url)
         if parts.scheme not in ("redis", "rediss"):
             raise InputError(f"not a redis URL (redis://host:port/db): {_masked(url)}")
@@ -103,6 +103,29 @@ class RedisStore(Store):
         if value is None or isinstance(value, bytes):
             return value
         raise StoreError(f"unexpected reply from {self.url}: {type(value).__name__}")
+
+    def _put_many(self, session: str, items: dict[str, bytes]) -> set[str]:
+        try:
+            with self._client.pipeline(transaction=False) as pipe:
+                for key, data in items.items():
+                    name = self._name(session, key)
+                    pipe.set(name, data, px=self._ttl_ms, nx=True)
+                    pipe.pexpire(name, self._ttl_ms)
+                pipe.execute()
+        except self._errors as error:
+            self._fail(f"keep {len(items)} entries", error)
+        return set()
+
+    def _missing(self, session: str, keys: list[str]) -> set[str]:
+        # PEXPIRE both renews an entry and says whether it exists: one round trip for all.
+        try:
+            with self._client.pipeline(transaction=False) as pipe:
+                for key in keys:
+                    pipe.pexpire(self._name(session, key), self._ttl_ms)
+                found = pipe.execute()
+        except self._errors as error:
+            self._fail(f"check {len(keys)} entries", error)
+        return {key for key, held in zip(keys, found, strict=True) if not held}
 
     def _keys(self, session: str) -> list[str]:
         start = len(self._head(session))

@@ -16,6 +16,12 @@ up). Two limits keep it in check, both over every session:
 Expired entries are invisible at once and deleted by the next write. WAL mode
 lets readers and a writer work at the same time; a busy timeout makes writers
 of other processes wait instead of failing.
+
+Reading never depends on writing: on a full disk or a read-only mount every
+entry stays recallable. The schema is created only when it is missing, the
+access time a read renews is best effort, and a file that cannot be opened
+for writing is opened read-only (writes then fail as store errors, so cuts say
+the rest could not be kept).
 """
 
 from __future__ import annotations
@@ -109,12 +115,16 @@ class SqliteStore(Store):
         self._lock = threading.Lock()
         self._conn: sqlite3.Connection | None = None
         self._pid = os.getpid()
+        self.read_only = False
+        """Opened without write access (a read-only mount, a full disk): entries are only read."""
         with self._lock:
             self._conn = self._connect()
 
     # -- the backend ---------------------------------------------------------
 
     def _put(self, session: str, key: str, data: bytes) -> None:
+        if self.read_only:
+            raise StoreError(f"cannot keep {key}: {self.file} is open read-only (no write access)")
         size = len(data)
         if size > self.max_bytes:
             raise StoreError(f"an entry of {size} bytes is over the store's cap of {self.max_bytes} bytes")
@@ -132,17 +142,39 @@ class SqliteStore(Store):
                 self._evict(conn, total - self.max_bytes, now - IN_USE_SECONDS)
 
     def _get(self, session: str, key: str) -> bytes | None:
-        with self._transaction("read " + key) as conn:
-            now = self._clock()
+        now = self._clock()
+        with self._transaction("read " + key, write=False) as conn:
             row = conn.execute(
                 "SELECT id, data FROM entries WHERE session = ? AND key = ? AND atime >= ?",
                 (_session_id(session), key, now - self.ttl),
             ).fetchone()
-            if row is None:
-                return None
-            conn.execute("UPDATE entries SET atime = ? WHERE id = ?", (now, row[0]))
-            data: bytes = row[1]
-            return data
+        if row is None:
+            return None
+        self._touch([row[0]], now)
+        data: bytes = row[1]
+        return data
+
+    def _missing(self, session: str, keys: list[str]) -> set[str]:
+        now = self._clock()
+        found: dict[str, int] = {}
+        with self._transaction("check entries", write=False) as conn:
+            for start in range(0, len(keys), 500):
+                chunk = keys[start : start + 500]
+                marks = ",".join("?" * len(chunk))
+                rows = conn.execute(
+                    f"SELECT key, id FROM entries WHERE session = ? AND atime >= ? AND key IN ({marks})",
+                    (_session_id(session), now - self.ttl, *chunk),
+                ).fetchall()
+                found.update(rows)
+        self._touch(list(found.values()), now)
+        return {key for key in keys if key not in found}
+
+    def _touch(self, ids: list[int], now: float) -> None:
+        """Renew the access time of entries, when the file can be written; reads never depend on it."""
+        if not ids or self.read_only:
+            return
+        with contextlib.suppress(StoreError), self._transaction("renew entries") as conn:
+            conn.executemany("UPDATE entries SET atime = ? WHERE id = ?", [(now, i) for i in ids])
 
     def _keys(self, session: str) -> list[str]:
         with self._transaction("list the keys", write=False) as conn:
@@ -217,6 +249,18 @@ class SqliteStore(Store):
 
     def _connect(self) -> sqlite3.Connection:
         try:
+            return self._connect_rw()
+        except StoreError:
+            # No write access (a read-only mount, a full disk, a file we may only read): what the
+            # file holds can still be recalled.
+            conn = self._connect_ro()
+            if conn is None:
+                raise
+            self.read_only = True
+            return conn
+
+    def _connect_rw(self) -> sqlite3.Connection:
+        try:
             try:
                 self.file.parent.mkdir(mode=0o700, parents=True)
             except FileExistsError:
@@ -244,27 +288,61 @@ class SqliteStore(Store):
                 self.file, timeout=self._timeout, isolation_level=None, check_same_thread=False
             )
             conn.execute(f"PRAGMA busy_timeout = {int(self._timeout * 1000)}")
-            conn.execute("PRAGMA journal_mode = WAL")
+            (version,) = conn.execute("PRAGMA user_version").fetchone()
+            self._check_version(version, conn)
+            if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                conn.execute("PRAGMA journal_mode = WAL")
             # In WAL mode NORMAL loses at most the last commits on power loss, never the file.
             conn.execute("PRAGMA synchronous = NORMAL")
-            conn.execute("BEGIN IMMEDIATE")
-            (version,) = conn.execute("PRAGMA user_version").fetchone()
-            if version > _SCHEMA_VERSION:
-                conn.execute("ROLLBACK")
-                conn.close()
-                raise StoreError(
-                    f"{self.file} was written by a newer toolbudget (schema {version}); upgrade toolbudget"
-                )
-            for statement in _statements(_SCHEMA):
-                conn.execute(statement)
-            conn.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
-            conn.execute("COMMIT")
+            if version < _SCHEMA_VERSION:
+                # Only a new (or older) file needs the schema: opening a current one writes nothing.
+                conn.execute("BEGIN IMMEDIATE")
+                (version,) = conn.execute("PRAGMA user_version").fetchone()
+                self._check_version(version, conn)
+                for statement in _statements(_SCHEMA):
+                    conn.execute(statement)
+                conn.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
+                conn.execute("COMMIT")
         except sqlite3.Error as error:
             if conn is not None:
                 with contextlib.suppress(sqlite3.Error):
                     conn.close()
             raise StoreError(f"cannot open the store database {self.file}: {error}") from error
         return conn
+
+    def _connect_ro(self) -> sqlite3.Connection | None:
+        """A read-only connection to an existing store file, or ``None`` when there is none to read."""
+        if not self.file.is_file():
+            return None
+        for options in ("mode=ro", "mode=ro&immutable=1"):
+            conn: sqlite3.Connection | None = None
+            try:
+                conn = sqlite3.connect(
+                    f"{self.file.as_uri()}?{options}",
+                    uri=True,
+                    timeout=self._timeout,
+                    isolation_level=None,
+                    check_same_thread=False,
+                )
+                (version,) = conn.execute("PRAGMA user_version").fetchone()
+                self._check_version(version, conn)
+                conn.execute("SELECT count(*) FROM entries").fetchone()
+                return conn
+            except (sqlite3.Error, StoreError):
+                if conn is not None:
+                    with contextlib.suppress(sqlite3.Error):
+                        conn.close()
+        return None
+
+    def _check_version(self, version: int, conn: sqlite3.Connection) -> None:
+        if version > _SCHEMA_VERSION:
+            with contextlib.suppress(sqlite3.Error):
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                conn.close()
+            raise StoreError(
+                f"{self.file} was written by a newer toolbudget (schema {version}); upgrade toolbudget"
+            )
 
 
 def _statements(script: str) -> Iterator[str]:

@@ -1,0 +1,140 @@
+"""A bound on what one request may wait for its store, and a breaker for a store that hangs.
+
+A store that is slow or stopped (a Redis paused by SIGSTOP, a hung network
+mount) must cost a request at most about a second, whatever its own timeouts
+and retries are, and later requests must not pay that second again until the
+store answers. So every store call of a request runs on one worker thread and
+is waited for only until the request's deadline. A call that misses it opens
+the breaker: later calls fail at once with :class:`StoreError`, which the
+budget turns into the "could not be kept" marker, until the stuck call has
+returned and a cool-down has passed; then one call probes the store again.
+
+The worker is a daemon thread: a call stuck for ever never keeps the process
+from exiting, and never blocks a caller past its deadline.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
+from typing import Any, TypeVar
+
+from ..errors import StoreError
+
+__all__ = ["DEFAULT_STORE_TIMEOUT", "Deadline", "StoreGuard"]
+
+DEFAULT_STORE_TIMEOUT = 1.0
+"""Seconds one ``manage`` call may wait for its store in all."""
+
+COOL_DOWN = 5.0
+"""Seconds a store that missed a deadline is skipped before it is asked again."""
+
+T = TypeVar("T")
+
+
+class Deadline:
+    """The time one request may still spend on its store."""
+
+    def __init__(self, seconds: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self.end = clock() + seconds
+
+    def left(self) -> float:
+        return self.end - self._clock()
+
+
+class _Worker:
+    """One daemon thread running store calls in order.
+
+    Not a ``ThreadPoolExecutor``: its threads are joined at interpreter exit,
+    so a call stuck on a dead store would keep the process from ending.
+    """
+
+    def __init__(self) -> None:
+        self._queue: queue.SimpleQueue[tuple[Future[Any], Callable[..., Any], tuple[object, ...]] | None] = (
+            queue.SimpleQueue()
+        )
+        threading.Thread(target=self._run, name="toolbudget-store", daemon=True).start()
+
+    def submit(self, fn: Callable[..., T], *args: object) -> Future[T]:
+        future: Future[T] = Future()
+        self._queue.put((future, fn, args))
+        return future
+
+    def stop(self) -> None:
+        self._queue.put(None)
+
+    def _run(self) -> None:
+        while (item := self._queue.get()) is not None:
+            future, fn, args = item
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(fn(*args))
+            except BaseException as error:
+                future.set_exception(error)
+
+
+class StoreGuard:
+    """Runs store calls within a deadline, and skips a store that recently missed one."""
+
+    def __init__(
+        self, url: str, *, cool_down: float = COOL_DOWN, clock: Callable[[], float] = time.monotonic
+    ):
+        self.url = url
+        self.cool_down = cool_down
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._worker: _Worker | None = None
+        self._stuck: Future[Any] | None = None
+        self._open_until = 0.0
+        self.skipped = 0
+        """Calls refused because the breaker was open: each is a cut that could not be kept."""
+
+    @property
+    def open(self) -> bool:
+        """Whether calls are being skipped now."""
+        with self._lock:
+            return self._is_open()
+
+    def _is_open(self) -> bool:
+        if self._stuck is not None and not self._stuck.done():
+            return True
+        return self._clock() < self._open_until
+
+    def call(self, deadline: Deadline | None, fn: Callable[..., T], *args: object) -> T:
+        """``fn(*args)``, or :class:`StoreError` when it cannot finish within ``deadline``."""
+        if deadline is None:
+            return fn(*args)
+        with self._lock:
+            if self._is_open():
+                self.skipped += 1
+                raise StoreError(f"the store {self.url} is not answering; skipped until it does")
+            left = deadline.left()
+            if left <= 0:
+                self.skipped += 1
+                raise StoreError(f"the store {self.url} used up this request's time")
+            if self._worker is None:
+                self._worker = _Worker()
+            future = self._worker.submit(fn, *args)
+        try:
+            return future.result(timeout=left)
+        except FutureTimeout:
+            with self._lock:
+                self._stuck = future
+                self._open_until = self._clock() + self.cool_down
+                # The stuck worker is left to finish on its own; the next probe gets a fresh one.
+                worker, self._worker = self._worker, None
+            if worker is not None:
+                worker.stop()
+            raise StoreError(f"the store {self.url} did not answer within {max(left, 0):.2f} s") from None
+
+    def close(self) -> None:
+        with self._lock:
+            worker, self._worker = self._worker, None
+        if worker is not None:
+            worker.stop()
