@@ -260,7 +260,10 @@ class _SessionArchive(Archive):
         if absent:
             items = {key: pending[key].encode("utf-8", "surrogatepass") for key in sorted(absent)}
             try:
-                failed: set[str] = session._store_call(session.store.put_many, session.id, items)
+                # The writes, and a look at the rest after them: a store that evicts may have
+                # dropped an old entry to make room for a new one.
+                held = [key for key in keys if key not in absent]
+                failed: set[str] = session._store_call(session.store.put_many, session.id, items, held)
             except StoreError as exc:
                 session._store_failed(exc)
                 return frozenset(absent)
@@ -397,7 +400,13 @@ class Session:
     def _manage_request(self, body: Any, parsed: dict[str, Any], request: Request) -> Managed:
         last = self._last
         out: dict[str, Any] | None
-        if last is not None and last.policy is self.policy and _same_request(last.request, request):
+        if (
+            last is not None
+            and last.policy is self.policy
+            and _same_request(last.request, request)
+            and last.report.store_fallbacks == 0  # a cut the store failed is tried again
+            and self._still_held(last.report)
+        ):
             # The same history again (a retry, or the same body twice): the same answer, and
             # the same callbacks, as for a history that grew.
             report = last.repeat_report
@@ -415,6 +424,19 @@ class Session:
         if isinstance(body, str):
             return Managed(dumps(out).decode(), report)
         return Managed(out, report)
+
+    def _still_held(self, report: Report) -> bool:
+        """Whether the store still holds every key the last answer's markers name (one round trip)."""
+        keys = sorted({cut.key for cut in report.cuts if cut.key is not None})
+        if not keys:
+            return True
+        self._deadline = Deadline(self.policy.store_timeout)
+        try:
+            return not self._store_call(self.store.missing, self.id, keys)
+        except StoreError:
+            return False  # cut again: what cannot be checked is not promised
+        finally:
+            self._deadline = None
 
     def _pipeline(self, request: Request) -> tuple[Request, Report]:
         self._bind(request)

@@ -138,11 +138,14 @@ class Store(ABC):
         self._check_open()
         return self._path(session, key)
 
-    def put_many(self, session: str, items: dict[str, bytes]) -> set[str]:
-        """Keep every ``key: data`` of ``items``; returns the keys that could not be kept.
+    def put_many(self, session: str, items: dict[str, bytes], check: list[str] | None = None) -> set[str]:
+        """Keep every ``key: data`` of ``items``; returns the keys not held afterwards.
 
-        Entries that exist are only accessed. :class:`StoreError` when the
-        store failed as a whole (then none can be counted on).
+        Entries that exist are only accessed. The keys of ``check`` are
+        looked at after the writes, in the same round trip where the backend
+        can: a store that evicts (Redis under ``maxmemory``) may drop an old
+        entry to make room for a new one. :class:`StoreError` when the store
+        failed as a whole (then none can be counted on).
         """
         for key, data in items.items():
             check_key(key)
@@ -150,7 +153,9 @@ class Store(ABC):
                 raise TypeError(f"store data is bytes, not {type(data).__name__}")
         self._check_session(session)
         self._check_open()
-        return self._put_many(session, items) if items else set()
+        failed = self._put_many(session, items) if items else set()
+        rest = [key for key in (check or []) if is_key(key) and key not in failed]
+        return failed | (self._missing(session, rest) if rest else set())
 
     def missing(self, session: str, keys: list[str]) -> set[str]:
         """Which of ``keys`` the store does not hold; the ones it holds are accessed."""

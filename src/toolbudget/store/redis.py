@@ -19,7 +19,7 @@ from typing import NoReturn
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from ..errors import InputError, StoreConfigError, StoreError
-from .base import DEFAULT_TTL, Store, is_key, namespace
+from .base import DEFAULT_TTL, Store, check_key, is_key, namespace
 
 __all__ = ["RedisStore"]
 
@@ -104,17 +104,26 @@ class RedisStore(Store):
             return value
         raise StoreError(f"unexpected reply from {self.url}: {type(value).__name__}")
 
-    def _put_many(self, session: str, items: dict[str, bytes]) -> set[str]:
+    def put_many(self, session: str, items: dict[str, bytes], check: list[str] | None = None) -> set[str]:
+        """The writes and the look afterwards in one pipeline: one round trip."""
+        for key, data in items.items():
+            check_key(key)
+            if not isinstance(data, bytes):
+                raise TypeError(f"store data is bytes, not {type(data).__name__}")
+        self._check_session(session)
+        self._check_open()
+        keys = list(items) + [key for key in dict.fromkeys(check or []) if is_key(key) and key not in items]
         try:
             with self._client.pipeline(transaction=False) as pipe:
                 for key, data in items.items():
-                    name = self._name(session, key)
-                    pipe.set(name, data, px=self._ttl_ms, nx=True)
-                    pipe.pexpire(name, self._ttl_ms)
-                pipe.execute()
+                    pipe.set(self._name(session, key), data, px=self._ttl_ms, nx=True)
+                # After every write: an entry evicted to make room for a later one shows here.
+                for key in keys:
+                    pipe.pexpire(self._name(session, key), self._ttl_ms)
+                found = pipe.execute()[len(items) :]
         except self._errors as error:
             self._fail(f"keep {len(items)} entries", error)
-        return set()
+        return {key for key, held in zip(keys, found, strict=True) if not held}
 
     def _missing(self, session: str, keys: list[str]) -> set[str]:
         # PEXPIRE both renews an entry and says whether it exists: one round trip for all.
