@@ -23,6 +23,7 @@ from toolbudget.model import Conversation, Media, Message, Text, Thinking, ToolC
 from toolbudget.transcripts import (
     FORMATS,
     Transcript,
+    TranscriptWarning,
     detect_format,
     discover_sessions,
     load_transcript,
@@ -614,14 +615,123 @@ def test_whitespace_only_file(tmp_path: Path) -> None:
         detect_format(path)
 
 
-def test_truncated_last_line(tmp_path: Path) -> None:
-    lines = [_claude("u1", None, "user", "hello"), _claude("a1", "u1", "assistant", [], message_id="m")]
-    text = "".join(json.dumps(r) + "\n" for r in lines)
+# --- a session cut off mid-write ---------------------------------------------------------
+#
+# An agent appends one line per event, so a session still being written (or whose
+# writer was killed) ends in part of a line. Everything before it is read, and the
+# loss is warned about; a damaged line anywhere else is still an error.
+
+
+def _load_cut(path: Path) -> Transcript:
+    with pytest.warns(TranscriptWarning, match="is cut off") as caught:
+        transcript = load_transcript(path)
+    assert [str(w.message) for w in caught] == list(transcript.warnings)
+    return transcript
+
+
+def _cut_session() -> list[dict[str, Any]]:
+    return [
+        _claude("u1", None, "user", "hello"),
+        _claude("a1", "u1", "assistant", [{"type": "text", "text": "hi → there"}], message_id="m"),
+        _claude("u2", "a1", "user", "more → please"),
+    ]
+
+
+def test_truncated_last_line_is_left_out_with_a_warning(tmp_path: Path) -> None:
+    lines = _cut_session()
+    whole = "".join(json.dumps(r) + "\n" for r in lines[:2])
     path = tmp_path / "cut.jsonl"
-    path.write_text(text + json.dumps(lines[0])[:25], encoding="utf-8")
-    with pytest.raises(TranscriptError, match=r"line 3 is not valid JSON .*cut off") as caught:
+    path.write_text(whole + json.dumps(lines[2])[:25], encoding="utf-8")
+    transcript = _load_cut(path)
+    (warning,) = transcript.warnings
+    assert warning == (
+        f"{path}: line 3 is cut off in the middle of a JSON value (the session was still being written, "
+        "or its writer stopped); read the 2 complete line(s) before it"
+    )
+    assert (
+        transcript.conversations
+        == load_transcript(_write_jsonl(tmp_path / "two.jsonl", lines[:2])).conversations
+    )
+    assert [m.role for m in transcript.conversations[0].messages] == ["user", "assistant"]
+
+
+def test_truncated_last_line_inside_a_character(tmp_path: Path) -> None:
+    """A writer stopped between the bytes of one character leaves bytes that are not UTF-8."""
+    lines = _cut_session()
+    data = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in lines).encode("utf-8").rstrip(b"\n")
+    arrow = data.rindex("→".encode())
+    path = tmp_path / "cut.jsonl"
+    path.write_bytes(data[: arrow + 1])
+    transcript = _load_cut(path)
+    assert "line 3 is cut off in the middle of a character" in transcript.warnings[0]
+    assert [m.role for m in transcript.conversations[0].messages] == ["user", "assistant"]
+    # One complete line and a cut one is a one-record JSONL file, not a JSON document.
+    first_end = data.index(b"\n")
+    path.write_bytes(data[: data.index("→".encode(), first_end) + 2])
+    assert [m.role for m in _load_cut(path).conversations[0].messages] == ["user"]
+
+
+def test_truncated_last_line_in_every_jsonl_format(tmp_path: Path) -> None:
+    """The tolerance is the reader's, so Codex rollouts and OpenHands outputs get it too."""
+    rollout = [
+        _codex("session_meta", {"id": "sid"}),
+        _codex("response_item", {"type": "message", "role": "user", "content": "go"}),
+        _codex("response_item", {"type": "message", "role": "assistant", "content": "done"}),
+    ]
+    data = "".join(json.dumps(r) + "\n" for r in rollout)
+    path = tmp_path / "rollout-x.jsonl"
+    path.write_text(data + data.splitlines()[-1][:30], encoding="utf-8")
+    (conversation,) = _load_cut(path).conversations
+    assert [m.role for m in conversation.messages] == ["user", "assistant"]
+    record = {"issue": {"number": 5}, "instruction": "fix", "history": [{"action": "run", "command": "ls"}]}
+    path = tmp_path / "output.jsonl"
+    path.write_text(
+        json.dumps(record) + "\n" + json.dumps(record | {"issue": {"number": 6}})[:40], encoding="utf-8"
+    )
+    transcript = _load_cut(path)
+    assert transcript.format == "openhands-resolver-output-jsonl"
+    assert [c.id for c in transcript.conversations] == ["issue-5"]
+
+
+def test_a_damaged_line_before_the_last_is_still_an_error(tmp_path: Path) -> None:
+    lines = _cut_session()
+    rows = [json.dumps(r) for r in lines]
+    path = tmp_path / "damaged.jsonl"
+    path.write_text("\n".join([rows[0], rows[1][:30], rows[2]]) + "\n", encoding="utf-8")
+    with pytest.raises(TranscriptError, match=r"line 2 is not valid JSON .*cut off") as caught:
         load_transcript(path)
     assert "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize("tail", ['{"type": "user"}}', "not json at all", '{"type": "user", x}'])
+def test_a_last_line_that_is_wrong_rather_than_short_is_an_error(tmp_path: Path, tail: str) -> None:
+    """Only a value that stops early is a cut-off line; other bad text is damage."""
+    path = tmp_path / "bad-end.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in _cut_session()) + tail, encoding="utf-8")
+    with pytest.raises(TranscriptError, match="line 4 is not valid JSON"):
+        load_transcript(path)
+
+
+def test_a_file_that_is_only_a_cut_line_is_an_error(tmp_path: Path) -> None:
+    path = tmp_path / "cut.jsonl"
+    path.write_text(json.dumps(_cut_session()[0])[:30], encoding="utf-8")
+    with pytest.raises(InputError, match="not valid JSON"):
+        load_transcript(path)
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize("file", [CLAUDE + "session-9eda1058.jsonl", CODEX], ids=["claude-code", "codex"])
+def test_real_session_cut_mid_line(shared: Path, tmp_path: Path, file: str) -> None:
+    """A real session cut in the middle of its last line reads as the session without that line."""
+    data = (shared / file).read_bytes().rstrip(b"\n")
+    last = data.rindex(b"\n")
+    cut = tmp_path / "cut.jsonl"
+    cut.write_bytes(data[: last + (len(data) - last) // 2])
+    whole = tmp_path / "whole.jsonl"
+    whole.write_bytes(data[: last + 1])
+    transcript = _load_cut(cut)
+    assert transcript.conversations == load_transcript(whole).conversations
+    assert transcript.conversations[0].messages, "the lines before the cut are read"
 
 
 def test_invalid_utf8(tmp_path: Path) -> None:
