@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from toolbudget import to_request, validate
 from toolbudget.errors import EncodingError, InputError, TranscriptError
 from toolbudget.model import Conversation, Media, Message, Text, Thinking, ToolCall, ToolResult, text_of
 from toolbudget.transcripts import (
@@ -496,6 +497,235 @@ def test_codex_developer_messages_and_bad_arguments(tmp_path: Path) -> None:
     assert thinking == Thinking(text="hmm", source="openai")
     assert isinstance(call, ToolCall)
     assert (call.arguments, call.arguments_json, call.arguments_ok) == (None, '{"a": 1', False)
+
+
+# --- Codex prompts kept only as events ------------------------------------------------------
+
+
+def _prompt_event(text: str, **extra: Any) -> dict[str, Any]:
+    return _codex("event_msg", {"type": "user_message", "message": text, "images": [], **extra})
+
+
+def _user_item(*texts: str) -> dict[str, Any]:
+    content = [{"type": "input_text", "text": t} for t in texts]
+    return _codex("response_item", {"type": "message", "role": "user", "content": content})
+
+
+def _reply(text: str) -> dict[str, Any]:
+    content = [{"type": "output_text", "text": text}]
+    return _codex("response_item", {"type": "message", "role": "assistant", "content": content})
+
+
+def _exec(call_id: str) -> list[dict[str, Any]]:
+    return [
+        _codex(
+            "response_item",
+            {
+                "type": "function_call",
+                "name": "exec_command",
+                "arguments": '{"cmd": "ls"}',
+                "call_id": call_id,
+            },
+        ),
+        _codex("event_msg", {"type": "exec_command_end", "call_id": call_id, "exit_code": 0}),
+        _codex("response_item", {"type": "function_call_output", "call_id": call_id, "output": "a.py"}),
+    ]
+
+
+def _rollout_0128() -> list[dict[str, Any]]:
+    """Two turns as cli_version 0.128 writes them: each prompt only as a ``user_message`` event."""
+    return [
+        _codex("session_meta", {"id": "s128", "cli_version": "0.128.0", "originator": "codex_exec"}),
+        _codex("turn_context", {"model": "gpt-5.4"}),
+        _codex("event_msg", {"type": "task_started"}),
+        _prompt_event("fix the bug"),
+        *_exec("c1"),
+        _reply("fixed"),
+        _codex("event_msg", {"type": "agent_message", "message": "fixed"}),
+        _codex("event_msg", {"type": "task_started"}),
+        _prompt_event("now run the tests"),
+        *_exec("c2"),
+        _reply("they pass"),
+    ]
+
+
+def _roles(conversation: Conversation) -> list[str]:
+    return [m.role for m in conversation.messages]
+
+
+def test_codex_prompts_kept_only_as_events(tmp_path: Path) -> None:
+    (conversation,) = load_transcript(
+        _write_jsonl(tmp_path / "rollout-a.jsonl", _rollout_0128())
+    ).conversations
+    assert _roles(conversation) == [
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+    ]
+    assert conversation.messages[0] == Message("user", (Text("fix the bug"),))
+    assert conversation.messages[4] == Message("user", (Text("now run the tests"),))
+    # The second answer is its own message, not joined to the first one's text.
+    assert text_of(conversation.messages[3].parts) == "fixed"
+    assert [c.id for c in conversation.messages[5].tool_calls()] == ["c2"]
+    for api in ("anthropic", "openai-chat", "openai-responses", "gemini", "bedrock-converse"):
+        assert validate(to_request(conversation, api), api) == [], api
+
+
+@pytest.mark.parametrize("order", ["item-first", "event-first"])
+def test_codex_prompt_in_both_places_is_read_once(tmp_path: Path, order: str) -> None:
+    lines = _rollout_0128()
+    for position, text in ((10, "now run the tests"), (3, "fix the bug")):
+        assert lines[position] == _prompt_event(text)
+        pair = [_user_item(text), lines[position]]
+        lines[position : position + 1] = pair if order == "item-first" else pair[::-1]
+    (conversation,) = load_transcript(_write_jsonl(tmp_path / "rollout-b.jsonl", lines)).conversations
+    prompts = [text_of(m.parts) for m in conversation.messages if m.role == "user"]
+    assert prompts == ["fix the bug", "now run the tests"]
+
+
+def test_codex_same_prompt_twice_kept_once_per_turn(tmp_path: Path) -> None:
+    """A prompt the item carries in one turn does not hide the same words typed again later."""
+    lines = [
+        _codex("session_meta", {"id": "s"}),
+        _user_item("continue"),
+        _prompt_event("continue"),
+        _reply("one"),
+        _prompt_event("continue"),
+        _reply("two"),
+    ]
+    (conversation,) = load_transcript(_write_jsonl(tmp_path / "rollout-c.jsonl", lines)).conversations
+    assert _roles(conversation) == ["user", "assistant", "user", "assistant"]
+
+
+def test_codex_prompt_matching_ignores_the_request_heading_and_image_tags(tmp_path: Path) -> None:
+    image = {"type": "input_image", "image_url": "data:image/png;base64,AAAA"}
+    item = {
+        "type": "message",
+        "role": "user",
+        "content": [
+            {"type": "input_text", "text": "## My request for Codex:\nlook at this"},
+            {"type": "input_text", "text": "<image name=[Image #1]>"},
+            image,
+            {"type": "input_text", "text": "</image>"},
+        ],
+    }
+    lines = [
+        _codex("session_meta", {"id": "s"}),
+        _codex("response_item", item),
+        _prompt_event("look at this", local_images=["/tmp/shot.png"]),
+        _reply("I see it"),
+    ]
+    (conversation,) = load_transcript(_write_jsonl(tmp_path / "rollout-d.jsonl", lines)).conversations
+    assert _roles(conversation) == ["user", "assistant"]
+
+
+def test_codex_prompt_event_images_and_paginated_items(tmp_path: Path) -> None:
+    url = "data:image/png;base64,AAAA"
+    item = {
+        "type": "UserMessage",
+        "id": "u1",
+        "content": [
+            {"type": "text", "text": "what is this", "text_elements": []},
+            {"type": "image", "image_url": url},
+        ],
+    }
+    lines = [
+        _codex("session_meta", {"id": "s"}),
+        _prompt_event("", images=[url]),
+        _reply("a cat"),
+        _codex("event_msg", {"type": "item_completed", "turn_id": "t2", "item": item}),
+        _reply("still a cat"),
+        # One prompt written both ways (legacy event and paginated item) is one prompt.
+        _prompt_event("again"),
+        _codex(
+            "event_msg",
+            {"type": "item_completed", "item": item | {"content": [{"type": "text", "text": "again"}]}},
+        ),
+        _reply("yes"),
+    ]
+    (conversation,) = load_transcript(_write_jsonl(tmp_path / "rollout-e.jsonl", lines)).conversations
+    assert _roles(conversation) == ["user", "assistant", "user", "assistant", "user", "assistant"]
+    assert conversation.messages[0].parts == (Media(kind="image", url=url),)
+    assert conversation.messages[2].parts == (Text("what is this"), Media(kind="image", url=url))
+    assert conversation.messages[4].parts == (Text("again"),)
+
+
+def test_codex_bare_rollout(tmp_path: Path) -> None:
+    """The first Rust releases wrote the meta line and the Responses items bare, with state markers."""
+    lines = [
+        {
+            "id": "bare-1",
+            "timestamp": "2025-08-18T01:16:13.522Z",
+            "instructions": "be brief",
+            "git": {"branch": "main"},
+        },
+        {"record_type": "state"},
+        {
+            "type": "message",
+            "id": None,
+            "role": "user",
+            "content": [{"type": "input_text", "text": "list files"}],
+        },
+        {"record_type": "state"},
+        {"type": "function_call", "name": "shell", "arguments": '{"command": ["ls"]}', "call_id": "c1"},
+        {"type": "function_call_output", "call_id": "c1", "output": '{"output": "a.py"}'},
+        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "a.py"}]},
+    ]
+    path = _write_jsonl(tmp_path / "rollout-2025-08-18.jsonl", lines)
+    assert detect_format(path) == "codex-rollout-jsonl"
+    (conversation,) = load_transcript(path).conversations
+    assert conversation.id == "bare-1"
+    assert conversation.system == (Text("be brief"),)
+    assert _roles(conversation) == ["user", "assistant", "tool", "assistant"]
+    (call,) = conversation.messages[1].tool_calls()
+    assert (call.id, call.name, call.arguments) == ("c1", "shell", {"command": ["ls"]})
+
+
+@pytest.mark.shared
+def test_codex_real_rollout_with_prompts_only_as_events(shared: Path, tmp_path: Path) -> None:
+    """The shared rollout with its prompt items taken out (as 0.128 writes it) reads the same."""
+    rows = (shared / CODEX).read_bytes().splitlines()
+    records = [json.loads(row) for row in rows]
+    prompts = {r["payload"]["message"] for r in records if r["payload"].get("type") == "user_message"}
+    assert len(prompts) == 2
+    kept = [
+        row
+        for row, r in zip(rows, records, strict=True)
+        if not (r["type"] == "response_item" and _item_text(r["payload"]) in prompts)
+    ]
+    assert len(kept) == len(rows) - 2
+    stripped = tmp_path / "rollout-stripped.jsonl"
+    stripped.write_bytes(b"\n".join(kept) + b"\n")
+    transcript = load_transcript(stripped)
+    assert transcript.conversations == _load(CODEX).conversations
+    assert transcript.warnings == ()
+
+
+def _item_text(payload: dict[str, Any]) -> str | None:
+    if payload.get("type") != "message" or payload.get("role") != "user":
+        return None
+    return "".join(block.get("text", "") for block in payload["content"])
+
+
+def test_no_user_message_warns(tmp_path: Path) -> None:
+    lines = [_claude("a1", None, "assistant", [{"type": "text", "text": "hi"}], message_id="m1")]
+    path = _write_jsonl(tmp_path / "s.jsonl", lines)
+    with pytest.warns(TranscriptWarning, match="conversation 's1' has no user message") as caught:
+        transcript = load_transcript(path)
+    assert len(caught) == 1
+    assert transcript.warnings == (str(caught[0].message),)
+    assert str(path) in transcript.warnings[0]
+
+
+def test_codex_rollout_without_any_prompt_warns(tmp_path: Path) -> None:
+    lines = [line for line in _rollout_0128() if line["payload"].get("type") != "user_message"]
+    with pytest.warns(TranscriptWarning, match="conversation 's128' has no user message"):
+        load_transcript(_write_jsonl(tmp_path / "rollout-f.jsonl", lines))
 
 
 def test_gemini_error_result(tmp_path: Path) -> None:
