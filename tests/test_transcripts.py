@@ -657,7 +657,7 @@ def test_codex_prompt_event_images_and_paginated_items(tmp_path: Path) -> None:
 
 def test_codex_bare_rollout(tmp_path: Path) -> None:
     """The first Rust releases wrote the meta line and the Responses items bare, with state markers."""
-    lines = [
+    lines: list[dict[str, Any]] = [
         {
             "id": "bare-1",
             "timestamp": "2025-08-18T01:16:13.522Z",
