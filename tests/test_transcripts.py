@@ -753,15 +753,113 @@ def test_gemini_error_result(tmp_path: Path) -> None:
     )
 
 
-def test_tau2_user_requested_calls(tmp_path: Path) -> None:
-    messages = [
+def _telecom_messages() -> list[dict[str, Any]]:
+    """A tau2 telecom simulation in the documented shape: the simulated user has tools of their own."""
+
+    def call(call_id: str, name: str, arguments: dict[str, Any], requestor: str) -> dict[str, Any]:
+        return {"id": call_id, "name": name, "arguments": arguments, "requestor": requestor}
+
+    def result(call_id: str, content: str, requestor: str, error: bool = False) -> dict[str, Any]:
+        return {"role": "tool", "id": call_id, "content": content, "requestor": requestor, "error": error}
+
+    return [
+        {"role": "assistant", "content": "Hi! How can I help you today?", "tool_calls": None},
+        {"role": "user", "content": "My phone has no service.", "tool_calls": None},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [call("a1", "get_customer_by_phone", {"phone": "555-0100"}, "assistant")],
+        },
+        result("a1", '{"customer_id": "C1"}', "assistant"),
+        {"role": "assistant", "content": "Could you check your status bar?", "tool_calls": None},
+        # The user's turn: two of their own tools (one fails), then what they tell the agent.
+        {
+            "role": "user",
+            "content": None,
+            "tool_calls": [
+                call("u1", "check_status_bar", {}, "user"),
+                call("u2", "toggle_airplane_mode", {}, "user"),
+            ],
+        },
+        {
+            "role": "tool",
+            "tool_messages": [
+                result("u1", "Airplane mode: ON", "user"),
+                result("u2", "Permission denied", "user", error=True),
+            ],
+        },
+        {"role": "user", "content": "Airplane mode is on and I cannot turn it off.", "tool_calls": None},
+        # The agent reuses an id the user's tool had used.
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [call("u1", "reset_network", {"id": "C1"}, "assistant")],
+        },
+        result("u1", "done", "assistant"),
+        {"role": "assistant", "content": "Please try again now.", "tool_calls": None},
+    ]
+
+
+def _tau2_doc(messages: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "info": {"agent_info": {"llm": "m"}, "environment_info": {"domain_name": "telecom"}},
+        "simulations": [{"task_id": "7", "trial": 1, "messages": messages}],
+    }
+
+
+def test_tau2_user_tool_calls_stay_on_the_user_side(tmp_path: Path) -> None:
+    path = _write_json(tmp_path / "results.json", _tau2_doc(_telecom_messages()))
+    (conversation,) = load_transcript(path).conversations
+    assert conversation.id == "task-7-trial-1"
+    assert _roles(conversation) == [
+        "assistant",
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+    ]
+    calls = [c for m in conversation.messages for c in m.tool_calls()]
+    assert [(c.id, c.name) for c in calls] == [("a1", "get_customer_by_phone"), ("u1", "reset_network")]
+    results = [r for m in conversation.messages for r in m.tool_results()]
+    assert [(r.call_id, r.name, text_of(r.content)) for r in results] == [
+        ("a1", "get_customer_by_phone", '{"customer_id": "C1"}'),
+        ("u1", "reset_network", "done"),
+    ]
+    # One user turn: the user's tool calls and what came back, then what they told the agent.
+    assert conversation.messages[5] == Message(
+        "user",
+        (
+            Text("[user tool call] check_status_bar {}"),
+            Text("[user tool call] toggle_airplane_mode {}"),
+            Text("[user tool result] check_status_bar: Airplane mode: ON"),
+            Text("[user tool error] toggle_airplane_mode: Permission denied"),
+            Text("Airplane mode is on and I cannot turn it off."),
+        ),
+    )
+    assert conversation.meta["user_tool_calls"] == 2
+    for api in ("anthropic", "openai-chat", "openai-responses", "gemini", "bedrock-converse"):
+        rules = [v.rule for v in validate(to_request(conversation, api), api)]
+        # tau2's agent greets first, and Bedrock wants a user message first; every
+        # tau2 conversation has that, user tools or not (repair inserts one).
+        assert rules == (["first_user"] if api == "bedrock-converse" else []), api
+
+
+def test_tau2_user_tool_call_with_text_and_no_requestor_on_the_result(tmp_path: Path) -> None:
+    """A result without ``requestor`` belongs to whoever made the latest call with its id."""
+    messages: list[dict[str, Any]] = [
         {"role": "assistant", "content": "hello", "tool_calls": None},
         {
             "role": "user",
             "content": "let me check",
-            "tool_calls": [{"id": "u1", "name": "check_phone", "arguments": {}, "requestor": "user"}],
+            "tool_calls": [
+                {"id": "u1", "name": "check_phone", "arguments": {"deep": True}, "requestor": "user"}
+            ],
         },
-        {"role": "tool", "id": "u1", "content": "ok", "requestor": "user", "error": False},
+        {"role": "tool", "id": "u1", "content": "ok"},
         {
             "role": "assistant",
             "content": None,
@@ -769,24 +867,16 @@ def test_tau2_user_requested_calls(tmp_path: Path) -> None:
         },
         {"role": "tool", "id": "a1", "content": "nope", "requestor": "assistant", "error": True},
     ]
-    doc = {
-        "info": {"agent_info": {"llm": "m"}},
-        "simulations": [{"task_id": "7", "trial": 1, "messages": messages}],
-    }
-    (conversation,) = load_transcript(_write_json(tmp_path / "results.json", doc)).conversations
-    assert conversation.id == "task-7-trial-1"
-    assert [m.role for m in conversation.messages] == [
-        "assistant",
-        "user",
-        "assistant",
-        "tool",
-        "assistant",
-        "tool",
-    ]
-    user_call = conversation.messages[2].parts[0]
-    assert isinstance(user_call, ToolCall)
-    assert user_call.extra["requestor"] == "user"
-    last = conversation.messages[5].parts[0]
+    (conversation,) = load_transcript(
+        _write_json(tmp_path / "results.json", _tau2_doc(messages))
+    ).conversations
+    assert _roles(conversation) == ["assistant", "user", "assistant", "tool"]
+    assert conversation.messages[1].parts == (
+        Text("let me check"),
+        Text('[user tool call] check_phone {"deep":true}'),
+        Text("[user tool result] check_phone: ok"),
+    )
+    last = conversation.messages[3].parts[0]
     assert isinstance(last, ToolResult)
     assert (last.name, last.is_error) == ("lookup", True)
 
