@@ -686,6 +686,44 @@ def test_codex_bare_rollout(tmp_path: Path) -> None:
     assert (call.id, call.name, call.arguments) == ("c1", "shell", {"command": ["ls"]})
 
 
+def test_codex_saved_rollout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The TypeScript CLI saved a session as one JSON document of Responses items."""
+    doc = {
+        "session": {"timestamp": "2025-04-20T10:00:00.000Z", "id": "ts-1", "instructions": "be kind"},
+        "items": [
+            {
+                "id": "msg_1",
+                "type": "message",
+                "role": "user",
+                "content": [{"type": "input_text", "text": "hi"}],
+            },
+            {
+                "id": "fc_1",
+                "type": "function_call",
+                "call_id": "c1",
+                "name": "shell",
+                "arguments": '{"command": ["ls"]}',
+            },
+            {"type": "function_call_output", "call_id": "c1", "output": '{"output": "a.py"}'},
+            {
+                "id": "msg_2",
+                "type": "message",
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": "ok"}],
+            },
+        ],
+    }
+    sessions = tmp_path / ".codex" / "sessions"
+    sessions.mkdir(parents=True)
+    path = _write_json(sessions / "rollout-2025-04-20-ts-1.json", doc)
+    assert detect_format(path) == "codex-rollout-jsonl"
+    (conversation,) = load_transcript(path).conversations
+    assert (conversation.id, conversation.system) == ("ts-1", (Text("be kind"),))
+    assert _roles(conversation) == ["user", "assistant", "tool", "assistant"]
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert discover_sessions() == [path]
+
+
 @pytest.mark.shared
 def test_codex_real_rollout_with_prompts_only_as_events(shared: Path, tmp_path: Path) -> None:
     """The shared rollout with its prompt items taken out (as 0.128 writes it) reads the same."""

@@ -123,6 +123,7 @@ def _reader_for(source: Source) -> _Reader:
 _SESSION_GLOBS = (
     ".claude/projects/**/*.jsonl",
     ".codex/sessions/**/rollout-*.jsonl",
+    ".codex/sessions/rollout-*.json",  # the TypeScript CLI's, before the Rust one
     ".gemini/tmp/**/chats/*.json",
 )
 

@@ -1,6 +1,6 @@
 """OpenAI Codex rollout files (``~/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl``).
 
-Two generations of the file are read:
+Three generations of the file are read:
 
 * **wrapped** (from September 2025): every line is ``{timestamp, type,
   payload}``, with ``type`` one of ``session_meta``, ``turn_context``,
@@ -8,7 +8,10 @@ Two generations of the file are read:
 * **bare** (the first Rust releases, to early September 2025): the first line
   is the session meta itself (``{id, timestamp, instructions, git}``), every
   other line a bare Responses item, with ``{"record_type": "state"}`` lines
-  between them.
+  between them;
+* **saved** (the TypeScript CLI, spring 2025): one JSON document,
+  ``~/.codex/sessions/rollout-<date>-<id>.json``, holding ``{session: {id,
+  timestamp, instructions}, items: [Responses item, ...]}``.
 
 ``response_item`` lines are the history: they are the Responses API items the
 model was sent. ``event_msg`` lines mostly repeat the same facts for the UI and
@@ -72,13 +75,23 @@ _SNIFF_LIMIT = 20
 
 
 def sniff(source: Source) -> bool:
-    """Rollout lines are ``{timestamp, type, payload}`` with one of Codex's line types, or a bare rollout."""
+    """A wrapped rollout (``{timestamp, type, payload}`` lines), a bare one or a saved one."""
     records = source.records[:_SNIFF_LIMIT]
     wrapped = any(
         isinstance(r, dict) and r.get("type") in _LINE_TYPES and isinstance(r.get("payload"), dict)
         for r in records
     )
-    return wrapped or _is_bare(records)
+    return wrapped or _is_bare(records) or _is_saved(source.doc)
+
+
+def _is_saved(doc: Any) -> bool:
+    """The TypeScript CLI's one-document rollout: ``{session: {id, ...}, items: [...]}``."""
+    return (
+        isinstance(doc, dict)
+        and isinstance(doc.get("items"), list)
+        and isinstance(doc.get("session"), dict)
+        and "id" in doc["session"]
+    )
 
 
 def _is_bare(records: tuple[Any, ...]) -> bool:
@@ -94,12 +107,19 @@ def _is_bare_meta(record: Any) -> bool:
     return isinstance(record, dict) and "type" not in record and "id" in record and "timestamp" in record
 
 
-def _lines(records: tuple[Any, ...]) -> Iterator[tuple[int, Any, dict[str, Any]]]:
+def _lines(source: Source) -> Iterator[tuple[int, Any, dict[str, Any]]]:
     """``(index, line type, payload)`` for every line, whichever generation wrote the file.
 
-    A bare rollout's lines are given the wrapped line types, so one reader
-    serves both.
+    The other generations' entries are given the wrapped line types, so one
+    reader serves all three. A saved rollout's index counts its session first,
+    then its items.
     """
+    if _is_saved(source.doc):
+        yield 0, "session_meta", source.doc["session"]
+        for index, item in enumerate(source.doc["items"], start=1):
+            yield index, "response_item", obj(item, f"{source.path}: items.{index - 1}")
+        return
+    records = source.records
     bare = _is_bare(records)
     for index, raw in enumerate(records):
         if not bare:
@@ -167,7 +187,7 @@ class _Session:
 def load(source: Source) -> tuple[Conversation, ...]:
     for index, raw in enumerate(source.records):
         obj(raw, source.where(index))
-    lines = list(_lines(source.records))
+    lines = list(_lines(source))
     carried = _carried_prompts(lines)
     session = _Session()
     session_meta: dict[str, Any] = {}
