@@ -2,10 +2,10 @@
 
 Three generations of the file are read:
 
-* **wrapped** (from September 2025): every line is ``{timestamp, type,
+* **wrapped** (from about September 2025): every line is ``{timestamp, type,
   payload}``, with ``type`` one of ``session_meta``, ``turn_context``,
   ``response_item``, ``event_msg``, ``compacted`` (and, later, other markers);
-* **bare** (the first Rust releases, to early September 2025): the first line
+* **bare** (the first Rust releases, to about early September 2025): the first line
   is the session meta itself (``{id, timestamp, instructions, git}``), every
   other line a bare Responses item, with ``{"record_type": "state"}`` lines
   between them;
