@@ -160,7 +160,10 @@ def test_truncated_and_empty_transcripts(tmp_path: Path) -> None:
         },
     ]
     cut = tmp_path / "cut.jsonl"
-    cut.write_bytes(orjson.dumps(lines[0]) + b"\n" + orjson.dumps(lines[1])[:40])
+    # A line cut off before the last one is damage (a cut-off last line is only left out).
+    cut.write_bytes(
+        orjson.dumps(lines[0]) + b"\n" + orjson.dumps(lines[1])[:40] + b"\n" + orjson.dumps(lines[1])
+    )
     with pytest.raises(TranscriptError, match="line 2"):
         load_transcript(cut)
     assert "line 2" in one_line_error(cli("convert", str(cut), "--to", "anthropic"))

@@ -18,11 +18,13 @@ from typing import Any
 
 import pytest
 
+from toolbudget import to_request, validate
 from toolbudget.errors import EncodingError, InputError, TranscriptError
 from toolbudget.model import Conversation, Media, Message, Text, Thinking, ToolCall, ToolResult, text_of
 from toolbudget.transcripts import (
     FORMATS,
     Transcript,
+    TranscriptWarning,
     detect_format,
     discover_sessions,
     load_transcript,
@@ -497,6 +499,273 @@ def test_codex_developer_messages_and_bad_arguments(tmp_path: Path) -> None:
     assert (call.arguments, call.arguments_json, call.arguments_ok) == (None, '{"a": 1', False)
 
 
+# --- Codex prompts kept only as events ------------------------------------------------------
+
+
+def _prompt_event(text: str, **extra: Any) -> dict[str, Any]:
+    return _codex("event_msg", {"type": "user_message", "message": text, "images": [], **extra})
+
+
+def _user_item(*texts: str) -> dict[str, Any]:
+    content = [{"type": "input_text", "text": t} for t in texts]
+    return _codex("response_item", {"type": "message", "role": "user", "content": content})
+
+
+def _reply(text: str) -> dict[str, Any]:
+    content = [{"type": "output_text", "text": text}]
+    return _codex("response_item", {"type": "message", "role": "assistant", "content": content})
+
+
+def _exec(call_id: str) -> list[dict[str, Any]]:
+    return [
+        _codex(
+            "response_item",
+            {
+                "type": "function_call",
+                "name": "exec_command",
+                "arguments": '{"cmd": "ls"}',
+                "call_id": call_id,
+            },
+        ),
+        _codex("event_msg", {"type": "exec_command_end", "call_id": call_id, "exit_code": 0}),
+        _codex("response_item", {"type": "function_call_output", "call_id": call_id, "output": "a.py"}),
+    ]
+
+
+def _rollout_0128() -> list[dict[str, Any]]:
+    """Two turns as cli_version 0.128 writes them: each prompt only as a ``user_message`` event."""
+    return [
+        _codex("session_meta", {"id": "s128", "cli_version": "0.128.0", "originator": "codex_exec"}),
+        _codex("turn_context", {"model": "gpt-5.4"}),
+        _codex("event_msg", {"type": "task_started"}),
+        _prompt_event("fix the bug"),
+        *_exec("c1"),
+        _reply("fixed"),
+        _codex("event_msg", {"type": "agent_message", "message": "fixed"}),
+        _codex("event_msg", {"type": "task_started"}),
+        _prompt_event("now run the tests"),
+        *_exec("c2"),
+        _reply("they pass"),
+    ]
+
+
+def _roles(conversation: Conversation) -> list[str]:
+    return [m.role for m in conversation.messages]
+
+
+def test_codex_prompts_kept_only_as_events(tmp_path: Path) -> None:
+    (conversation,) = load_transcript(
+        _write_jsonl(tmp_path / "rollout-a.jsonl", _rollout_0128())
+    ).conversations
+    assert _roles(conversation) == [
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+    ]
+    assert conversation.messages[0] == Message("user", (Text("fix the bug"),))
+    assert conversation.messages[4] == Message("user", (Text("now run the tests"),))
+    # The second answer is its own message, not joined to the first one's text.
+    assert text_of(conversation.messages[3].parts) == "fixed"
+    assert [c.id for c in conversation.messages[5].tool_calls()] == ["c2"]
+    for api in ("anthropic", "openai-chat", "openai-responses", "gemini", "bedrock-converse"):
+        assert validate(to_request(conversation, api), api) == [], api
+
+
+@pytest.mark.parametrize("order", ["item-first", "event-first"])
+def test_codex_prompt_in_both_places_is_read_once(tmp_path: Path, order: str) -> None:
+    lines = _rollout_0128()
+    for position, text in ((10, "now run the tests"), (3, "fix the bug")):
+        assert lines[position] == _prompt_event(text)
+        pair = [_user_item(text), lines[position]]
+        lines[position : position + 1] = pair if order == "item-first" else pair[::-1]
+    (conversation,) = load_transcript(_write_jsonl(tmp_path / "rollout-b.jsonl", lines)).conversations
+    prompts = [text_of(m.parts) for m in conversation.messages if m.role == "user"]
+    assert prompts == ["fix the bug", "now run the tests"]
+
+
+def test_codex_same_prompt_twice_kept_once_per_turn(tmp_path: Path) -> None:
+    """A prompt the item carries in one turn does not hide the same words typed again later."""
+    lines = [
+        _codex("session_meta", {"id": "s"}),
+        _user_item("continue"),
+        _prompt_event("continue"),
+        _reply("one"),
+        _prompt_event("continue"),
+        _reply("two"),
+    ]
+    (conversation,) = load_transcript(_write_jsonl(tmp_path / "rollout-c.jsonl", lines)).conversations
+    assert _roles(conversation) == ["user", "assistant", "user", "assistant"]
+
+
+def test_codex_prompt_matching_ignores_the_request_heading_and_image_tags(tmp_path: Path) -> None:
+    image = {"type": "input_image", "image_url": "data:image/png;base64,AAAA"}
+    item = {
+        "type": "message",
+        "role": "user",
+        "content": [
+            {"type": "input_text", "text": "## My request for Codex:\nlook at this"},
+            {"type": "input_text", "text": "<image name=[Image #1]>"},
+            image,
+            {"type": "input_text", "text": "</image>"},
+        ],
+    }
+    lines = [
+        _codex("session_meta", {"id": "s"}),
+        _codex("response_item", item),
+        _prompt_event("look at this", local_images=["/tmp/shot.png"]),
+        _reply("I see it"),
+    ]
+    (conversation,) = load_transcript(_write_jsonl(tmp_path / "rollout-d.jsonl", lines)).conversations
+    assert _roles(conversation) == ["user", "assistant"]
+
+
+def test_codex_prompt_event_images_and_paginated_items(tmp_path: Path) -> None:
+    url = "data:image/png;base64,AAAA"
+    item = {
+        "type": "UserMessage",
+        "id": "u1",
+        "content": [
+            {"type": "text", "text": "what is this", "text_elements": []},
+            {"type": "image", "image_url": url},
+        ],
+    }
+    lines = [
+        _codex("session_meta", {"id": "s"}),
+        _prompt_event("", images=[url]),
+        _reply("a cat"),
+        _codex("event_msg", {"type": "item_completed", "turn_id": "t2", "item": item}),
+        _reply("still a cat"),
+        # One prompt written both ways (legacy event and paginated item) is one prompt.
+        _prompt_event("again"),
+        _codex(
+            "event_msg",
+            {"type": "item_completed", "item": item | {"content": [{"type": "text", "text": "again"}]}},
+        ),
+        _reply("yes"),
+    ]
+    (conversation,) = load_transcript(_write_jsonl(tmp_path / "rollout-e.jsonl", lines)).conversations
+    assert _roles(conversation) == ["user", "assistant", "user", "assistant", "user", "assistant"]
+    assert conversation.messages[0].parts == (Media(kind="image", url=url),)
+    assert conversation.messages[2].parts == (Text("what is this"), Media(kind="image", url=url))
+    assert conversation.messages[4].parts == (Text("again"),)
+
+
+def test_codex_bare_rollout(tmp_path: Path) -> None:
+    """The first Rust releases wrote the meta line and the Responses items bare, with state markers."""
+    lines: list[dict[str, Any]] = [
+        {
+            "id": "bare-1",
+            "timestamp": "2025-08-18T01:16:13.522Z",
+            "instructions": "be brief",
+            "git": {"branch": "main"},
+        },
+        {"record_type": "state"},
+        {
+            "type": "message",
+            "id": None,
+            "role": "user",
+            "content": [{"type": "input_text", "text": "list files"}],
+        },
+        {"record_type": "state"},
+        {"type": "function_call", "name": "shell", "arguments": '{"command": ["ls"]}', "call_id": "c1"},
+        {"type": "function_call_output", "call_id": "c1", "output": '{"output": "a.py"}'},
+        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "a.py"}]},
+    ]
+    path = _write_jsonl(tmp_path / "rollout-2025-08-18.jsonl", lines)
+    assert detect_format(path) == "codex-rollout-jsonl"
+    (conversation,) = load_transcript(path).conversations
+    assert conversation.id == "bare-1"
+    assert conversation.system == (Text("be brief"),)
+    assert _roles(conversation) == ["user", "assistant", "tool", "assistant"]
+    (call,) = conversation.messages[1].tool_calls()
+    assert (call.id, call.name, call.arguments) == ("c1", "shell", {"command": ["ls"]})
+
+
+def test_codex_saved_rollout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The TypeScript CLI saved a session as one JSON document of Responses items."""
+    doc = {
+        "session": {"timestamp": "2025-04-20T10:00:00.000Z", "id": "ts-1", "instructions": "be kind"},
+        "items": [
+            {
+                "id": "msg_1",
+                "type": "message",
+                "role": "user",
+                "content": [{"type": "input_text", "text": "hi"}],
+            },
+            {
+                "id": "fc_1",
+                "type": "function_call",
+                "call_id": "c1",
+                "name": "shell",
+                "arguments": '{"command": ["ls"]}',
+            },
+            {"type": "function_call_output", "call_id": "c1", "output": '{"output": "a.py"}'},
+            {
+                "id": "msg_2",
+                "type": "message",
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": "ok"}],
+            },
+        ],
+    }
+    sessions = tmp_path / ".codex" / "sessions"
+    sessions.mkdir(parents=True)
+    path = _write_json(sessions / "rollout-2025-04-20-ts-1.json", doc)
+    assert detect_format(path) == "codex-rollout-jsonl"
+    (conversation,) = load_transcript(path).conversations
+    assert (conversation.id, conversation.system) == ("ts-1", (Text("be kind"),))
+    assert _roles(conversation) == ["user", "assistant", "tool", "assistant"]
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert discover_sessions() == [path]
+
+
+@pytest.mark.shared
+def test_codex_real_rollout_with_prompts_only_as_events(shared: Path, tmp_path: Path) -> None:
+    """The shared rollout with its prompt items taken out (as 0.128 writes it) reads the same."""
+    rows = (shared / CODEX).read_bytes().splitlines()
+    records = [json.loads(row) for row in rows]
+    prompts = {r["payload"]["message"] for r in records if r["payload"].get("type") == "user_message"}
+    assert len(prompts) == 2
+    kept = [
+        row
+        for row, r in zip(rows, records, strict=True)
+        if not (r["type"] == "response_item" and _item_text(r["payload"]) in prompts)
+    ]
+    assert len(kept) == len(rows) - 2
+    stripped = tmp_path / "rollout-stripped.jsonl"
+    stripped.write_bytes(b"\n".join(kept) + b"\n")
+    transcript = load_transcript(stripped)
+    assert transcript.conversations == _load(CODEX).conversations
+    assert transcript.warnings == ()
+
+
+def _item_text(payload: dict[str, Any]) -> str | None:
+    if payload.get("type") != "message" or payload.get("role") != "user":
+        return None
+    return "".join(block.get("text", "") for block in payload["content"])
+
+
+def test_no_user_message_warns(tmp_path: Path) -> None:
+    lines = [_claude("a1", None, "assistant", [{"type": "text", "text": "hi"}], message_id="m1")]
+    path = _write_jsonl(tmp_path / "s.jsonl", lines)
+    with pytest.warns(TranscriptWarning, match="conversation 's1' has no user message") as caught:
+        transcript = load_transcript(path)
+    assert len(caught) == 1
+    assert transcript.warnings == (str(caught[0].message),)
+    assert str(path) in transcript.warnings[0]
+
+
+def test_codex_rollout_without_any_prompt_warns(tmp_path: Path) -> None:
+    lines = [line for line in _rollout_0128() if line["payload"].get("type") != "user_message"]
+    with pytest.warns(TranscriptWarning, match="conversation 's128' has no user message"):
+        load_transcript(_write_jsonl(tmp_path / "rollout-f.jsonl", lines))
+
+
 def test_gemini_error_result(tmp_path: Path) -> None:
     call = {
         "id": "c1",
@@ -522,15 +791,113 @@ def test_gemini_error_result(tmp_path: Path) -> None:
     )
 
 
-def test_tau2_user_requested_calls(tmp_path: Path) -> None:
-    messages = [
+def _telecom_messages() -> list[dict[str, Any]]:
+    """A tau2 telecom simulation in the documented shape: the simulated user has tools of their own."""
+
+    def call(call_id: str, name: str, arguments: dict[str, Any], requestor: str) -> dict[str, Any]:
+        return {"id": call_id, "name": name, "arguments": arguments, "requestor": requestor}
+
+    def result(call_id: str, content: str, requestor: str, error: bool = False) -> dict[str, Any]:
+        return {"role": "tool", "id": call_id, "content": content, "requestor": requestor, "error": error}
+
+    return [
+        {"role": "assistant", "content": "Hi! How can I help you today?", "tool_calls": None},
+        {"role": "user", "content": "My phone has no service.", "tool_calls": None},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [call("a1", "get_customer_by_phone", {"phone": "555-0100"}, "assistant")],
+        },
+        result("a1", '{"customer_id": "C1"}', "assistant"),
+        {"role": "assistant", "content": "Could you check your status bar?", "tool_calls": None},
+        # The user's turn: two of their own tools (one fails), then what they tell the agent.
+        {
+            "role": "user",
+            "content": None,
+            "tool_calls": [
+                call("u1", "check_status_bar", {}, "user"),
+                call("u2", "toggle_airplane_mode", {}, "user"),
+            ],
+        },
+        {
+            "role": "tool",
+            "tool_messages": [
+                result("u1", "Airplane mode: ON", "user"),
+                result("u2", "Permission denied", "user", error=True),
+            ],
+        },
+        {"role": "user", "content": "Airplane mode is on and I cannot turn it off.", "tool_calls": None},
+        # The agent reuses an id the user's tool had used.
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [call("u1", "reset_network", {"id": "C1"}, "assistant")],
+        },
+        result("u1", "done", "assistant"),
+        {"role": "assistant", "content": "Please try again now.", "tool_calls": None},
+    ]
+
+
+def _tau2_doc(messages: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "info": {"agent_info": {"llm": "m"}, "environment_info": {"domain_name": "telecom"}},
+        "simulations": [{"task_id": "7", "trial": 1, "messages": messages}],
+    }
+
+
+def test_tau2_user_tool_calls_stay_on_the_user_side(tmp_path: Path) -> None:
+    path = _write_json(tmp_path / "results.json", _tau2_doc(_telecom_messages()))
+    (conversation,) = load_transcript(path).conversations
+    assert conversation.id == "task-7-trial-1"
+    assert _roles(conversation) == [
+        "assistant",
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+    ]
+    calls = [c for m in conversation.messages for c in m.tool_calls()]
+    assert [(c.id, c.name) for c in calls] == [("a1", "get_customer_by_phone"), ("u1", "reset_network")]
+    results = [r for m in conversation.messages for r in m.tool_results()]
+    assert [(r.call_id, r.name, text_of(r.content)) for r in results] == [
+        ("a1", "get_customer_by_phone", '{"customer_id": "C1"}'),
+        ("u1", "reset_network", "done"),
+    ]
+    # One user turn: the user's tool calls and what came back, then what they told the agent.
+    assert conversation.messages[5] == Message(
+        "user",
+        (
+            Text("[user tool call] check_status_bar {}"),
+            Text("[user tool call] toggle_airplane_mode {}"),
+            Text("[user tool result] check_status_bar: Airplane mode: ON"),
+            Text("[user tool error] toggle_airplane_mode: Permission denied"),
+            Text("Airplane mode is on and I cannot turn it off."),
+        ),
+    )
+    assert conversation.meta["user_tool_calls"] == 2
+    for api in ("anthropic", "openai-chat", "openai-responses", "gemini", "bedrock-converse"):
+        rules = [v.rule for v in validate(to_request(conversation, api), api)]
+        # tau2's agent greets first, and Bedrock wants a user message first; every
+        # tau2 conversation has that, user tools or not (repair inserts one).
+        assert rules == (["first_user"] if api == "bedrock-converse" else []), api
+
+
+def test_tau2_user_tool_call_with_text_and_no_requestor_on_the_result(tmp_path: Path) -> None:
+    """A result without ``requestor`` belongs to whoever made the latest call with its id."""
+    messages: list[dict[str, Any]] = [
         {"role": "assistant", "content": "hello", "tool_calls": None},
         {
             "role": "user",
             "content": "let me check",
-            "tool_calls": [{"id": "u1", "name": "check_phone", "arguments": {}, "requestor": "user"}],
+            "tool_calls": [
+                {"id": "u1", "name": "check_phone", "arguments": {"deep": True}, "requestor": "user"}
+            ],
         },
-        {"role": "tool", "id": "u1", "content": "ok", "requestor": "user", "error": False},
+        {"role": "tool", "id": "u1", "content": "ok"},
         {
             "role": "assistant",
             "content": None,
@@ -538,24 +905,16 @@ def test_tau2_user_requested_calls(tmp_path: Path) -> None:
         },
         {"role": "tool", "id": "a1", "content": "nope", "requestor": "assistant", "error": True},
     ]
-    doc = {
-        "info": {"agent_info": {"llm": "m"}},
-        "simulations": [{"task_id": "7", "trial": 1, "messages": messages}],
-    }
-    (conversation,) = load_transcript(_write_json(tmp_path / "results.json", doc)).conversations
-    assert conversation.id == "task-7-trial-1"
-    assert [m.role for m in conversation.messages] == [
-        "assistant",
-        "user",
-        "assistant",
-        "tool",
-        "assistant",
-        "tool",
-    ]
-    user_call = conversation.messages[2].parts[0]
-    assert isinstance(user_call, ToolCall)
-    assert user_call.extra["requestor"] == "user"
-    last = conversation.messages[5].parts[0]
+    (conversation,) = load_transcript(
+        _write_json(tmp_path / "results.json", _tau2_doc(messages))
+    ).conversations
+    assert _roles(conversation) == ["assistant", "user", "assistant", "tool"]
+    assert conversation.messages[1].parts == (
+        Text("let me check"),
+        Text('[user tool call] check_phone {"deep":true}'),
+        Text("[user tool result] check_phone: ok"),
+    )
+    last = conversation.messages[3].parts[0]
     assert isinstance(last, ToolResult)
     assert (last.name, last.is_error) == ("lookup", True)
 
@@ -614,14 +973,123 @@ def test_whitespace_only_file(tmp_path: Path) -> None:
         detect_format(path)
 
 
-def test_truncated_last_line(tmp_path: Path) -> None:
-    lines = [_claude("u1", None, "user", "hello"), _claude("a1", "u1", "assistant", [], message_id="m")]
-    text = "".join(json.dumps(r) + "\n" for r in lines)
+# --- a session cut off mid-write ---------------------------------------------------------
+#
+# An agent appends one line per event, so a session still being written (or whose
+# writer was killed) ends in part of a line. Everything before it is read, and the
+# loss is warned about; a damaged line anywhere else is still an error.
+
+
+def _load_cut(path: Path) -> Transcript:
+    with pytest.warns(TranscriptWarning, match="is cut off") as caught:
+        transcript = load_transcript(path)
+    assert [str(w.message) for w in caught] == list(transcript.warnings)
+    return transcript
+
+
+def _cut_session() -> list[dict[str, Any]]:
+    return [
+        _claude("u1", None, "user", "hello"),
+        _claude("a1", "u1", "assistant", [{"type": "text", "text": "hi → there"}], message_id="m"),
+        _claude("u2", "a1", "user", "more → please"),
+    ]
+
+
+def test_truncated_last_line_is_left_out_with_a_warning(tmp_path: Path) -> None:
+    lines = _cut_session()
+    whole = "".join(json.dumps(r) + "\n" for r in lines[:2])
     path = tmp_path / "cut.jsonl"
-    path.write_text(text + json.dumps(lines[0])[:25], encoding="utf-8")
-    with pytest.raises(TranscriptError, match=r"line 3 is not valid JSON .*cut off") as caught:
+    path.write_text(whole + json.dumps(lines[2])[:25], encoding="utf-8")
+    transcript = _load_cut(path)
+    (warning,) = transcript.warnings
+    assert warning == (
+        f"{path}: line 3 is cut off in the middle of a JSON value (the session was still being written, "
+        "or its writer stopped); read the 2 complete line(s) before it"
+    )
+    assert (
+        transcript.conversations
+        == load_transcript(_write_jsonl(tmp_path / "two.jsonl", lines[:2])).conversations
+    )
+    assert [m.role for m in transcript.conversations[0].messages] == ["user", "assistant"]
+
+
+def test_truncated_last_line_inside_a_character(tmp_path: Path) -> None:
+    """A writer stopped between the bytes of one character leaves bytes that are not UTF-8."""
+    lines = _cut_session()
+    data = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in lines).encode("utf-8").rstrip(b"\n")
+    arrow = data.rindex("→".encode())
+    path = tmp_path / "cut.jsonl"
+    path.write_bytes(data[: arrow + 1])
+    transcript = _load_cut(path)
+    assert "line 3 is cut off in the middle of a character" in transcript.warnings[0]
+    assert [m.role for m in transcript.conversations[0].messages] == ["user", "assistant"]
+    # One complete line and a cut one is a one-record JSONL file, not a JSON document.
+    first_end = data.index(b"\n")
+    path.write_bytes(data[: data.index("→".encode(), first_end) + 2])
+    assert [m.role for m in _load_cut(path).conversations[0].messages] == ["user"]
+
+
+def test_truncated_last_line_in_every_jsonl_format(tmp_path: Path) -> None:
+    """The tolerance is the reader's, so Codex rollouts and OpenHands outputs get it too."""
+    rollout = [
+        _codex("session_meta", {"id": "sid"}),
+        _codex("response_item", {"type": "message", "role": "user", "content": "go"}),
+        _codex("response_item", {"type": "message", "role": "assistant", "content": "done"}),
+    ]
+    data = "".join(json.dumps(r) + "\n" for r in rollout)
+    path = tmp_path / "rollout-x.jsonl"
+    path.write_text(data + data.splitlines()[-1][:30], encoding="utf-8")
+    (conversation,) = _load_cut(path).conversations
+    assert [m.role for m in conversation.messages] == ["user", "assistant"]
+    record = {"issue": {"number": 5}, "instruction": "fix", "history": [{"action": "run", "command": "ls"}]}
+    path = tmp_path / "output.jsonl"
+    path.write_text(
+        json.dumps(record) + "\n" + json.dumps(record | {"issue": {"number": 6}})[:40], encoding="utf-8"
+    )
+    transcript = _load_cut(path)
+    assert transcript.format == "openhands-resolver-output-jsonl"
+    assert [c.id for c in transcript.conversations] == ["issue-5"]
+
+
+def test_a_damaged_line_before_the_last_is_still_an_error(tmp_path: Path) -> None:
+    lines = _cut_session()
+    rows = [json.dumps(r) for r in lines]
+    path = tmp_path / "damaged.jsonl"
+    path.write_text("\n".join([rows[0], rows[1][:30], rows[2]]) + "\n", encoding="utf-8")
+    with pytest.raises(TranscriptError, match=r"line 2 is not valid JSON .*cut off") as caught:
         load_transcript(path)
     assert "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize("tail", ['{"type": "user"}}', "not json at all", '{"type": "user", x}'])
+def test_a_last_line_that_is_wrong_rather_than_short_is_an_error(tmp_path: Path, tail: str) -> None:
+    """Only a value that stops early is a cut-off line; other bad text is damage."""
+    path = tmp_path / "bad-end.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in _cut_session()) + tail, encoding="utf-8")
+    with pytest.raises(TranscriptError, match="line 4 is not valid JSON"):
+        load_transcript(path)
+
+
+def test_a_file_that_is_only_a_cut_line_is_an_error(tmp_path: Path) -> None:
+    path = tmp_path / "cut.jsonl"
+    path.write_text(json.dumps(_cut_session()[0])[:30], encoding="utf-8")
+    with pytest.raises(InputError, match="not valid JSON"):
+        load_transcript(path)
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize("file", [CLAUDE + "session-9eda1058.jsonl", CODEX], ids=["claude-code", "codex"])
+def test_real_session_cut_mid_line(shared: Path, tmp_path: Path, file: str) -> None:
+    """A real session cut in the middle of its last line reads as the session without that line."""
+    data = (shared / file).read_bytes().rstrip(b"\n")
+    last = data.rindex(b"\n")
+    cut = tmp_path / "cut.jsonl"
+    cut.write_bytes(data[: last + (len(data) - last) // 2])
+    whole = tmp_path / "whole.jsonl"
+    whole.write_bytes(data[: last + 1])
+    transcript = _load_cut(cut)
+    assert transcript.conversations == load_transcript(whole).conversations
+    assert transcript.conversations[0].messages, "the lines before the cut are read"
 
 
 def test_invalid_utf8(tmp_path: Path) -> None:

@@ -5,6 +5,13 @@ Each supported format has a loader that lays its sessions out the neutral way
 messages carrying ``ToolCall`` parts, and every result follows in a ``tool``
 message of its own. The format of a file is told from its content, because
 session files are routinely renamed, copied and attached to bug reports.
+
+A file that can be read only in part is still read, and what is missing is
+said: :attr:`Transcript.warnings` lists it, one line each, and each line is
+also issued as a :class:`TranscriptWarning`. Two things are warned about: a
+cut-off last line of a JSONL file (dropped; the lines before it are read), and
+a conversation without a single user message (the task it answers is not in
+it, so a request built from it would start mid-way).
 """
 
 from __future__ import annotations
@@ -17,18 +24,30 @@ from pathlib import Path
 from ..errors import TranscriptError
 from ..model import Conversation
 from . import claude_code, codex, gemini_cli, mini_swe_agent, openhands, swe_agent, tau_bench
-from ._base import Source, read_source
+from ._base import Source, TranscriptWarning, read_source, warn
 
-__all__ = ["FORMATS", "Transcript", "detect_format", "discover_sessions", "load_transcript"]
+__all__ = [
+    "FORMATS",
+    "Transcript",
+    "TranscriptWarning",
+    "detect_format",
+    "discover_sessions",
+    "load_transcript",
+]
 
 
 @dataclass(frozen=True, slots=True)
 class Transcript:
-    """The conversations read from one file, and the format they were read as."""
+    """The conversations read from one file, and the format they were read as.
+
+    ``warnings`` says, one line each, what could not be read or is missing
+    (see the module docstring); it is empty for a whole, ordinary file.
+    """
 
     path: str
     format: str
     conversations: tuple[Conversation, ...]
+    warnings: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +84,7 @@ def load_transcript(path: str | os.PathLike[str]) -> Transcript:
 
     Raises an :class:`~toolbudget.errors.InputError` with a one-line message
     when the file is missing, empty, not UTF-8, damaged, or in no known format.
+    A cut-off last line is not damage: it is left out, with a warning.
     """
     source = read_source(Path(path))
     reader = _reader_for(source)
@@ -76,7 +96,19 @@ def load_transcript(path: str | os.PathLike[str]) -> Transcript:
         raise TranscriptError(
             f"{source.path}: damaged {reader.format} transcript ({type(exc).__name__}: {exc})"
         ) from exc
-    return Transcript(source.path, reader.format, conversations)
+    notes = source.warnings + tuple(_missing_users(source.path, conversations))
+    for note in notes:
+        warn(note)
+    return Transcript(source.path, reader.format, conversations, notes)
+
+
+def _missing_users(path: str, conversations: tuple[Conversation, ...]) -> list[str]:
+    return [
+        f"{path}: conversation {c.id!r} has no user message, so the task it answers is not in it "
+        "(the file may be partial, or keep its prompts where this reader does not look)"
+        for c in conversations
+        if not any(m.role == "user" for m in c.messages)
+    ]
 
 
 def _reader_for(source: Source) -> _Reader:
@@ -91,6 +123,7 @@ def _reader_for(source: Source) -> _Reader:
 _SESSION_GLOBS = (
     ".claude/projects/**/*.jsonl",
     ".codex/sessions/**/rollout-*.jsonl",
+    ".codex/sessions/rollout-*.json",  # the TypeScript CLI's, before the Rust one
     ".gemini/tmp/**/chats/*.json",
 )
 

@@ -5,11 +5,19 @@ detection and loading both work on that, so a 3 MB file is never parsed twice.
 Every failure becomes a one-line :class:`~toolbudget.errors.InputError` that
 names the file, because the person reading it is looking at their own disk, not
 at our code.
+
+Some damage is not a failure. An agent appends one JSON line per event, so a
+session that is still being written, or whose writer was killed, ends in half a
+line: everything before it is intact and worth reading. Such a file is read up
+to its last complete line, and the loss is said in :attr:`Source.warnings`
+(one line each, naming the file) rather than hidden. A damaged line anywhere
+else is still an error: past it, the order of events can no longer be trusted.
 """
 
 from __future__ import annotations
 
 import re
+import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +29,23 @@ from ..model import Message, Part, Text, ToolCall, ToolDef, ToolResult
 from ..wire._common import parse_arguments as _parse_json_arguments
 
 _BOM = b"\xef\xbb\xbf"
+# How orjson says a value stopped before it was complete (and nothing else).
+_ENDS_EARLY = "unexpected end of data"
+
+
+class TranscriptWarning(UserWarning):
+    """A transcript was read, but not all of it, or not all a conversation needs.
+
+    Raised through :mod:`warnings` by ``load_transcript``, and kept in
+    ``Transcript.warnings`` so a program can look without catching anything.
+    """
+
+
+def warn(message: str) -> None:
+    """Say ``message`` as a :class:`TranscriptWarning`, pointing at the caller of ``load_transcript``."""
+    warnings.warn(message, TranscriptWarning, stacklevel=3)
+
+
 # orjson counts positions within the one line it was given; the file's line number is said separately.
 _LINE_POSITION = re.compile(r": line 1 column (\d+) \(char \d+\)$")
 
@@ -33,12 +58,14 @@ class Source:
     file, or a JSONL file with a single line). ``records`` are the JSONL values
     in file order (for a one-value file, that value alone), and ``line_numbers``
     their 1-based lines, so an error can point at the line a person would open.
+    ``warnings`` says what was left unread (a cut-off last line), one line each.
     """
 
     path: str
     doc: Any
     records: tuple[Any, ...]
     line_numbers: tuple[int, ...]
+    warnings: tuple[str, ...] = ()
 
     @property
     def stem(self) -> str:
@@ -64,11 +91,14 @@ def read_source(path: str | Path) -> Source:
         data = data[len(_BOM) :]
     if not data.strip():
         raise TranscriptError(f"{p} is empty")
-    _check_utf8(p, data)
+    data, cut = _check_utf8(p, data)
     try:
         doc = loads(data, what=str(p))
     except InvalidJSON as whole_error:
-        return _read_jsonl(p, data, whole_error)
+        return _read_jsonl(p, data, whole_error, cut)
+    if cut is not None:
+        # One complete line before the cut one: a JSONL file of one record.
+        return Source(str(p), None, (doc,), (1,), (_cut_off(p, cut, 1, "a character"),))
     records = (doc,) if isinstance(doc, dict) else ()
     return Source(str(p), doc, records, (1,) if records else ())
 
@@ -84,36 +114,66 @@ def _read_bytes(p: Path) -> bytes:
         raise TranscriptError(f"{p} cannot be read: {exc.strerror or exc}") from None
 
 
-def _check_utf8(p: Path, data: bytes) -> None:
+def _check_utf8(p: Path, data: bytes) -> tuple[bytes, int | None]:
+    """``data`` if it is UTF-8 text, or its complete lines if only a cut-off last line is not.
+
+    A writer stopped in the middle of a multi-byte character leaves the file
+    ending inside it. That is a cut-off last line like any other, so the
+    complete lines are returned with the number of the line dropped.
+    """
     # Checked up front so the message names the byte offset rather than a JSON position.
     try:
         data.decode("utf-8")
     except UnicodeDecodeError as exc:
+        newline = data.rfind(b"\n", 0, exc.start)
+        ends_inside = exc.end == len(data) and exc.reason == _ENDS_EARLY
+        if ends_inside and newline >= 0 and data[:newline].strip():
+            return data[: newline + 1], data.count(b"\n", 0, newline + 1) + 1
         raise EncodingError(
             f"{p} is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})"
         ) from None
+    return data, None
 
 
-def _read_jsonl(p: Path, data: bytes, whole_error: InvalidJSON) -> Source:
+def _cut_off(p: Path, number: int, kept: int, inside: str) -> str:
+    """The warning for a dropped last line: which line, and how much was read instead."""
+    return (
+        f"{p}: line {number} is cut off in the middle of {inside} (the session was still being "
+        f"written, or its writer stopped); read the {kept} complete line(s) before it"
+    )
+
+
+def _read_jsonl(p: Path, data: bytes, whole_error: InvalidJSON, cut: int | None = None) -> Source:
     """Parse ``data`` line by line.
 
     When no line before the bad one parsed, the file may instead be a broken
     (pretty-printed) JSON document; the whole-document error describes that
     better, unless the line after it is JSON on its own, which only JSONL is.
+
+    A last line whose value stops before it ends is what an interrupted append
+    leaves: it is dropped with a warning. Any other bad line is an error.
+    ``cut`` is the number of a last line already dropped for ending inside a
+    character.
     """
     lines = [(n, raw.rstrip(b"\r")) for n, raw in enumerate(data.split(b"\n"), start=1) if raw.strip()]
     records: list[Any] = []
+    inside = "a character"
     for position, (number, line) in enumerate(lines):
         try:
             records.append(loads(line, what=f"{p}: line {number}"))
         except InvalidJSON as exc:
             if not records and not _parses(lines[position + 1 : position + 2]):
                 raise whole_error from None
+            if cut is None and position == len(lines) - 1 and _ENDS_EARLY in str(exc):
+                lines = lines[:position]
+                cut, inside = number, "a JSON value"
+                break
             detail = _LINE_POSITION.sub(r" at column \1", str(exc).split("is not valid JSON: ", 1)[-1])
             raise TranscriptError(
                 f"{p}: line {number} is not valid JSON ({detail}); the line is damaged or cut off"
             ) from None
-    return Source(str(p), None, tuple(records), tuple(n for n, _ in lines))
+    notes = (_cut_off(p, cut, len(records), inside),) if cut is not None else ()
+    return Source(str(p), None, tuple(records), tuple(n for n, _ in lines), notes)
 
 
 def _parses(lines: list[tuple[int, bytes]]) -> bool:
