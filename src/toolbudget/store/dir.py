@@ -12,6 +12,12 @@ a session directory planted by someone else, or a symlink in its place, is
 refused rather than written into or read from. Entries are never cleaned up
 behind the caller's back; :meth:`DirStore.drop` removes a session's directory
 when the session ends.
+
+A write goes through a hidden ``.<random>.part`` temp file. A process killed
+in mid-write leaves that file behind, and nothing else would ever remove it,
+so each write and each listing of a session directory removes the ``.part``
+files there older than :data:`STALE_PART_SECONDS`. The age keeps a concurrent
+writer's live temp file safe: it exists only for the moments of one write.
 """
 
 from __future__ import annotations
@@ -22,15 +28,22 @@ import os
 import shutil
 import stat
 import tempfile
+import time
+from collections.abc import Iterable
 from pathlib import Path
 
 from ..errors import StoreError
 from .base import Store, is_key, namespace
 
-__all__ = ["DirStore"]
+__all__ = ["STALE_PART_SECONDS", "DirStore"]
+
+STALE_PART_SECONDS = 3600.0
+"""Age past which a ``.part`` temp file is taken for one a killed writer left:
+a live one lasts as long as one write of an in-memory buffer, far less."""
 
 _RESULTS = "tool-results"
 _SUFFIX = ".txt"
+_PART = ".part"
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _BINARY = getattr(os, "O_BINARY", 0)
 # link() fails with these where the file system has no hard links (FAT, some FUSE and SMB mounts).
@@ -87,6 +100,7 @@ class DirStore(Store):
         try:
             self._private_dir(directory)
             self._private_dir(results)
+            _sweep_parts(results)
             _write_new(results, key + _SUFFIX, data)
         except OSError as error:
             raise StoreError(f"cannot keep {key} in {results}: {_why(error)}") from error
@@ -132,6 +146,7 @@ class DirStore(Store):
             return []
         except OSError as error:
             raise StoreError(f"cannot list {results}: {_why(error)}") from error
+        _sweep_parts(results, names)
         # Half-written temp files and anything else left there are not entries.
         stems = [name.removesuffix(_SUFFIX) for name in names if name.endswith(_SUFFIX)]
         return [stem for stem in stems if is_key(stem)]
@@ -189,6 +204,31 @@ def _refuse_foreign(directory: str, info: os.stat_result) -> None:
         raise StoreError(f"{directory} belongs to another user (uid {info.st_uid}); refusing to use it")
 
 
+def _sweep_parts(directory: str, names: Iterable[str] | None = None) -> None:
+    """Remove the stale temp files in ``directory`` (among ``names``, when listed already).
+
+    Best effort, never failing the write or listing it is part of. Only regular
+    files named as :func:`_write_new` names them are touched, and only when
+    their last write is :data:`STALE_PART_SECONDS` old.
+    """
+    if names is None:
+        try:
+            names = os.listdir(directory)
+        except OSError:
+            return
+    now = time.time()
+    for name in names:
+        if not (name.startswith(".") and name.endswith(_PART)):
+            continue
+        path = os.path.join(directory, name)
+        try:
+            info = os.lstat(path)
+            if stat.S_ISREG(info.st_mode) and now - info.st_mtime > STALE_PART_SECONDS:
+                os.unlink(path)
+        except OSError:
+            continue  # gone already, or not ours to remove: the write or listing goes on
+
+
 def _write_new(directory: str, name: str, data: bytes) -> None:
     """Create ``directory/name`` holding ``data``, unless it exists.
 
@@ -200,7 +240,7 @@ def _write_new(directory: str, name: str, data: bytes) -> None:
     final = os.path.join(directory, name)
     if os.path.lexists(final):
         return
-    fd, temp = tempfile.mkstemp(prefix=".", suffix=".part", dir=directory)
+    fd, temp = tempfile.mkstemp(prefix=".", suffix=_PART, dir=directory)
     try:
         with os.fdopen(fd, "wb") as handle:
             if hasattr(os, "fchmod"):
