@@ -478,3 +478,10 @@ def test_a_line_longer_than_a_calls_work_is_searched_in_its_first_part(
     assert "searched in their first" in page.splitlines()[0]
     numbers = grep_all(text, "hit", 8000)
     assert numbers == [1, 3]
+
+
+def test_an_archived_entry_that_is_not_utf8_gets_a_reason() -> None:
+    with Session("bytes", store="memory:") as session:
+        session.store.put(session.id, KEY, b"ok\n\xff\xfe not text")
+        answer = session.handle_recall({"key": KEY})
+        assert answer == "toolbudget_recall: the archived entry is not UTF-8 text"
