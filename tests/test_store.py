@@ -509,6 +509,53 @@ def test_dir_keys_ignore_temp_files_and_strangers(tmp_path: Path) -> None:
     assert store.keys("s1") == [KEY]
 
 
+@pytest.mark.parametrize("trigger", ["put", "keys"])
+def test_dir_stale_temp_files_are_removed_and_live_ones_kept(tmp_path: Path, trigger: str) -> None:
+    store = DirStore(tmp_path)
+    store.put("s1", KEY, b"x")
+    results = tmp_path / "toolbudget-s1" / "tool-results"
+    old = time.time() - 2 * 3600  # the documented safe age is an hour
+    stale = results / ".killed-writer.part"
+    stale.write_bytes(b"half written long ago")
+    os.utime(stale, (old, old))
+    live = results / ".live-writer.part"
+    live.write_bytes(b"being written now")
+    # Old files that are not temp files of ours are not touched, whatever their age.
+    stranger = results / "notes.part"
+    stranger.write_bytes(b"")
+    os.utime(stranger, (old, old))
+    os.utime(results / f"{KEY}.txt", (old, old))
+    if trigger == "put":
+        store.put("s1", OTHER, b"y")
+    else:
+        assert store.keys("s1") == [KEY]
+    left = sorted(os.listdir(results))
+    assert ".killed-writer.part" not in left
+    assert {".live-writer.part", "notes.part", f"{KEY}.txt"} <= set(left)
+    assert store.get("s1", KEY) == b"x"
+
+
+def test_dir_a_temp_file_that_cannot_be_removed_does_not_fail_a_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = DirStore(tmp_path)
+    store.put("s1", KEY, b"x")
+    stale = tmp_path / "toolbudget-s1" / "tool-results" / ".stuck.part"
+    stale.write_bytes(b"")
+    os.utime(stale, (0, 0))
+    real_unlink = os.unlink
+
+    def refuse(path: str, *args: Any, **kwargs: Any) -> None:
+        if str(path).endswith(".stuck.part"):
+            raise PermissionError(errno.EACCES, "Permission denied")
+        real_unlink(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "unlink", refuse)
+    store.put("s1", OTHER, b"y")
+    assert store.keys("s1") == [KEY, OTHER]
+    assert stale.exists()
+
+
 def test_dir_an_existing_file_is_left_as_is(tmp_path: Path) -> None:
     store = DirStore(tmp_path)
     store.put("s1", KEY, b"first")

@@ -38,7 +38,7 @@ from .model import Request, Text, ToolCall, ToolResult
 from .pairing import Repair, repair_request
 from .policy import Policy
 from .previews import Preview
-from .recall import parse_query, recall_page, valid_key
+from .recall import parse_query, reason_line, recall_page, valid_key
 from .store import DirStore, MemoryStore, Store, open_store
 from .store.guard import Deadline, StoreGuard
 
@@ -530,33 +530,44 @@ class Session:
     ) -> str:
         """One page of the original under ``key``: by lines, by a regex, or by characters.
 
-        Raises :class:`InputError` for a page smaller than :data:`MIN_PAGE_CHARS`,
-        which could not hold its header and the pointer to the next page.
+        ``lines`` is ``(A, B)``, 1-based and inclusive with ``1 <= A <= B``;
+        ``chars`` is ``(A, B)``, 0-based with ``B`` excluded and ``0 <= A < B``;
+        ``B`` is ``None`` for "to the end". ``grep`` is an RE2 regular expression.
+        Raises :class:`InputError` for any other range, a pattern RE2 cannot run,
+        or a page smaller than :data:`MIN_PAGE_CHARS`, which could not hold its
+        header and the pointer to the next page.
         """
         from .recall import MIN_PAGE_CHARS, RecallQuery
 
-        if max_chars is not None and (isinstance(max_chars, bool) or max_chars < MIN_PAGE_CHARS):
+        if max_chars is not None and (
+            not isinstance(max_chars, int) or isinstance(max_chars, bool) or max_chars < MIN_PAGE_CHARS
+        ):
             raise InputError(
-                f"a recall page must allow at least {MIN_PAGE_CHARS} characters, not {max_chars}"
+                f"a recall page must allow at least {MIN_PAGE_CHARS} characters, not {max_chars!r}"
             )
+        query = RecallQuery(key, lines, grep, chars)
         text = self.original(key)
-        return recall_page(
-            text, RecallQuery(key, lines, grep, chars), max_chars or self.policy.recall_max_chars
-        )
+        return recall_page(text, query, max_chars or self.policy.recall_max_chars)
 
     def handle_recall(self, arguments: Mapping[str, Any] | str) -> str:
         """Answer a call of the recall tool (its arguments as an object or JSON text).
 
-        Always returns text for the model: a page, or a one-line reason it got none.
+        Always returns text for the model, never longer than a page: a page, or
+        a one-line reason it got none. The arguments are the model's, so
+        anything outside the grammar of :mod:`toolbudget.recall` is answered
+        with what is wrong, never with an exception or a wrong page.
         """
+        cap = self.policy.recall_max_chars
         try:
             query = parse_query(arguments)
             text = self.original(query.key)
+            return recall_page(text, query, cap)
         except (InputError, NotFoundError) as exc:
-            return f"{RECALL_TOOL}: {exc}"
+            return reason_line(f"{RECALL_TOOL}: {exc}", cap)
         except StoreError as exc:
-            return f"{RECALL_TOOL}: the archive could not be read: {exc}"
-        return recall_page(text, query, self.policy.recall_max_chars)
+            return reason_line(f"{RECALL_TOOL}: the archive could not be read: {exc}", cap)
+        except UnicodeDecodeError:
+            return reason_line(f"{RECALL_TOOL}: the archived entry is not UTF-8 text", cap)
 
     # --- lifetime --------------------------------------------------------------------
 

@@ -24,6 +24,12 @@ runs at most once an hour when a store is opened, and by ``toolbudget clean``;
 neither ever removes a directory with a live holder. A holder is live while
 its process runs (on this host) or, for a holder from another host, while it
 was renewed within the TTL.
+
+A write goes through a hidden ``.<random>.part`` temp file. A process killed
+in mid-write leaves that file behind, and nothing else would ever remove it,
+so each write and each listing of a session directory removes the ``.part``
+files there older than :data:`STALE_PART_SECONDS`. The age keeps a concurrent
+writer's live temp file safe: it exists only for the moments of one write.
 """
 
 from __future__ import annotations
@@ -37,13 +43,17 @@ import socket
 import stat
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from ..errors import StoreError
 from .base import DEFAULT_TTL, Store, is_key, namespace
 
-__all__ = ["DirStore", "default_dir_root"]
+__all__ = ["STALE_PART_SECONDS", "DirStore", "default_dir_root"]
+
+STALE_PART_SECONDS = 3600.0
+"""Age past which a ``.part`` temp file is taken for one a killed writer left:
+a live one lasts as long as one write of an in-memory buffer, far less."""
 
 _RESULTS = "tool-results"
 _HOLDERS = "holders"
@@ -53,10 +63,9 @@ _SUFFIX = ".txt"
 _PREFIX = "toolbudget-"
 SWEEP_EVERY = 3600.0
 """Seconds between automatic sweeps of a root."""
-PART_MAX_AGE = 3600.0
-"""A half-written temp file older than this was left by a process that died mid-write."""
 RENEW_EVERY = 60.0
 """A session renews its holder and ``used`` stamp at most this often."""
+_PART = ".part"
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _BINARY = getattr(os, "O_BINARY", 0)
 # link() fails with these where the file system has no hard links (FAT, some FUSE and SMB mounts).
@@ -269,6 +278,7 @@ class DirStore(Store):
         try:
             self._private_dir(directory)
             self._private_dir(results)
+            _sweep_parts(results)
             _write_new(results, key + _SUFFIX, data)
         except OSError as error:
             raise StoreError(f"cannot keep {key} in {results}: {_why(error)}") from error
@@ -333,6 +343,7 @@ class DirStore(Store):
             return []
         except OSError as error:
             raise StoreError(f"cannot list {results}: {_why(error)}") from error
+        _sweep_parts(results, names)
         # Half-written temp files and anything else left there are not entries.
         stems = [name.removesuffix(_SUFFIX) for name in names if name.endswith(_SUFFIX)]
         return [stem for stem in stems if is_key(stem)]
@@ -426,6 +437,31 @@ def _refuse_foreign(directory: str, info: os.stat_result) -> None:
         raise StoreError(f"{directory} belongs to another user (uid {info.st_uid}); refusing to use it")
 
 
+def _sweep_parts(directory: str, names: Iterable[str] | None = None) -> None:
+    """Remove the stale temp files in ``directory`` (among ``names``, when listed already).
+
+    Best effort, never failing the write or listing it is part of. Only regular
+    files named as :func:`_write_new` names them are touched, and only when
+    their last write is :data:`STALE_PART_SECONDS` old.
+    """
+    if names is None:
+        try:
+            names = os.listdir(directory)
+        except OSError:
+            return
+    now = time.time()
+    for name in names:
+        if not (name.startswith(".") and name.endswith(_PART)):
+            continue
+        path = os.path.join(directory, name)
+        try:
+            info = os.lstat(path)
+            if stat.S_ISREG(info.st_mode) and now - info.st_mtime > STALE_PART_SECONDS:
+                os.unlink(path)
+        except OSError:
+            continue  # gone already, or not ours to remove: the write or listing goes on
+
+
 def _write_new(directory: str, name: str, data: bytes) -> None:
     """Create ``directory/name`` holding ``data``, unless it exists.
 
@@ -437,7 +473,7 @@ def _write_new(directory: str, name: str, data: bytes) -> None:
     final = os.path.join(directory, name)
     if os.path.lexists(final):
         return
-    fd, temp = tempfile.mkstemp(prefix=".", suffix=".part", dir=directory)
+    fd, temp = tempfile.mkstemp(prefix=".", suffix=_PART, dir=directory)
     try:
         with os.fdopen(fd, "wb") as handle:
             if hasattr(os, "fchmod"):
