@@ -211,6 +211,11 @@ def test_a_file_or_an_output_that_mentions_an_exit_code_states_no_status() -> No
     bash = ToolCall("b1", "Bash", {"command": "cat worker.log"})
     assert exit_status(log, "Bash") is None
     assert summary_part(summarize("Bash", bash, log).detail, "exit") is None
+    # mini-swe-agent: a command killed at its time limit has no status, and says it timed out.
+    killed = "The last command <command>pytest -x</command> timed out and has been killed.\n"
+    killed += "The output of the command was:\n <output>\ncollected 12 items\n</output>"
+    detail = summarize("bash", ToolCall("b", "bash", {"command": "pytest -x"}), killed).detail
+    assert summary_part(detail, "exit") is None and summary_part(detail, "timed out") == "timed out"
     # mini-swe-agent: the status is its <returncode>, whatever the output says at its end.
     wrapped = "<returncode>0</returncode>\n<output>\n" + log + "exit status 1\n</output>"
     assert exit_status(wrapped, "bash") == "0"

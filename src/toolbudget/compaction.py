@@ -497,6 +497,10 @@ _STATUS_TAIL = re.compile(  # OpenHands: its metadata lines close the output
     r"(?:\r?\n\[[^\[\]\n]*\])*\s*\Z"
 )
 _STATUS_TAIL_CHARS = 600
+# mini-swe-agent: a command killed at its time limit has no exit status, and says so.
+_TIMED_OUT = re.compile(
+    r"The last command <command>.{0,2000}?</command> timed out and has been killed\.", re.DOTALL
+)
 _ERROR_LINE = re.compile(
     r"(?i:\b(?:error|errors|failed|failure|fatal|exception|traceback|panic)\b)"
     r"|[A-Za-z]+(?:Error|Exception)\b|^E {3}"
@@ -710,8 +714,9 @@ def summary_detail(
     """The marker detail of a one-line summary.
 
     Tool, key argument, size, content type; then, for what the result states,
-    its exit status (or ``error`` for an error result without one) and, for a
-    command, its last line of output, which tells runs of one command apart.
+    its exit status (or ``timed out``, or ``error`` for an error result
+    without one) and, for a command, its last line of output, which tells
+    runs of one command apart.
     """
     lines = text.count("\n") + (1 if text and not text.endswith("\n") else 0)
     what = f"{tool or 'tool'}"
@@ -726,6 +731,8 @@ def summary_detail(
     ]
     if status is not None:
         parts.append(f"exit {status}")
+    elif tool in EXEC_TOOLS and _TIMED_OUT.match(text):
+        parts.append("timed out")
     elif is_error:
         parts.append("error")
     if tool in EXEC_TOOLS:
