@@ -47,7 +47,8 @@ def session_of(
         body = "".join(f"line {n} of output {t}\n" for n in range(size // 20))
         is_error = t == error_at
         if is_error:
-            body += "Traceback (most recent call last):\nValueError: broken\nProcess exited with code 1\n"
+            # Claude Code's form of a failed command: its exit status on the first line.
+            body = "Exit code 1\n" + body + "Traceback (most recent call last):\nValueError: broken\n"
         messages.append(Message("tool", (ToolResult(call.id, (Text(body),), is_error, tool),)))
     return Conversation("c", "test", tuple(messages))
 

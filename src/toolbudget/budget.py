@@ -28,13 +28,10 @@ from .compaction import (
     EXEC_TOOLS,
     LEVEL_PREVIEW,
     LEVEL_SUMMARY,
-    WRITE_TOOLS,
     Schedule,
     SlotInfo,
-    error_lines,
-    exit_status,
-    summary_detail,
 )
+from .compaction import summarize as summarize_result
 from .errors import StoreError
 from .jsonio import dumps
 from .marker import find_markers, is_recall_tool, marker_line
@@ -312,20 +309,22 @@ class _Cutter:
     def summarize(self, slot: _Slot) -> None:
         """The one-line form of an old result: what ran on what, how long, what kind, its exit status.
 
-        Errors, and the output of exec and write tools, keep their error lines
-        under the marker.
+        Errors, and the logs and test runs of exec tools, keep their error
+        lines under the marker (see :func:`~toolbudget.compaction.summarize`).
         """
         original = slot.original
         key, path = self.store(original)
-        keeps_errors = _keeps_errors(slot)
-        status = exit_status(original) if keeps_errors else None
-        errors = error_lines(original) if keeps_errors else []
-        kept = sum(len(line) + 1 for line in errors)
-        detail = summary_detail(slot.tool, slot.call, original, status)
+        summary = summarize_result(slot.tool, slot.call, original, is_error=slot.result.is_error)
+        kept = sum(len(line) + 1 for line in summary.errors)
         line = marker_line(
-            max(0, len(original) - kept), len(original), key=key, path=path, detail=detail, tool=self.route
+            max(0, len(original) - kept),
+            len(original),
+            key=key,
+            path=path,
+            detail=summary.detail,
+            tool=self.route,
         )
-        text = "\n".join([line, *errors])
+        text = "\n".join([line, *summary.errors])
         if len(text) < len(slot.current):
             self._set(slot, text, "summary", key, COMPACT_SUMMARY)
 
@@ -343,7 +342,12 @@ COMPACT_SUMMARY = "compaction_summary"
 
 
 def _keeps_errors(slot: _Slot) -> bool:
-    return slot.result.is_error or slot.tool in EXEC_TOOLS or slot.tool in WRITE_TOOLS
+    """Whether the result's summary may keep error lines: an error, or an exec tool's output.
+
+    A write tool's result is a confirmation or a view of the edited file; its
+    lines that mention errors are the file's, not a failure.
+    """
+    return slot.result.is_error or slot.tool in EXEC_TOOLS
 
 
 def enforce(

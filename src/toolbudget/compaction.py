@@ -41,18 +41,27 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
 from .model import Message, Request, Text, ToolCall
 from .policy import Policy
-from .previews import detect
+from .previews import STRATEGY, detect
+from .previews._envelope import split_envelope
 
 __all__ = [
     "EXEC_TOOLS",
     "WRITE_TOOLS",
     "Schedule",
     "SlotInfo",
+    "Summary",
     "context_window",
     "eager_levels",
+    "error_lines",
+    "exit_status",
     "key_argument",
+    "last_line",
+    "result_kind",
+    "summarize",
     "summary_detail",
 ]
 
@@ -71,6 +80,7 @@ EXEC_TOOLS = frozenset(
         "run_command",
         "terminal",
         "BashOutput",
+        "write_stdin",
     }
 )
 WRITE_TOOLS = frozenset(
@@ -433,6 +443,10 @@ def _down_to_low(
 
 
 # --- the one-line summary ---------------------------------------------------------------
+#
+# The summary is what the model reasons from once the output is gone, so each part says only
+# what the result shows: an exit status where the agent states one for a command, error lines
+# only from an error, a log or a test run, and the command's last line of output.
 
 _KEY_ARGS = (
     "command",
@@ -447,19 +461,82 @@ _KEY_ARGS = (
     "regex",
     "glob",
 )
-_EXIT = re.compile(
-    r"(?:exit(?:ed)?(?: with)? (?:code|status)[:= ]*(-?\d+)"
-    r"|<returncode>(-?\d+)</returncode>|\bexit_code\W+(-?\d+))",
-    re.IGNORECASE,
+# Tools that show a file (a read tool's key argument is the file's path).
+_READ_TOOLS = frozenset({"Read", "read_file", "read", "view", "open", "cat", "view_file"})
+# Editors whose ``view`` command shows a file at ``path``.
+_EDITORS = frozenset({"str_replace_editor", "str_replace_based_edit_tool"})
+# Tools whose result is a sub-agent's report.
+_REPORT_TOOLS = frozenset({"Task", "Agent"})
+# A command that only prints one file: its output is the file (no pipe, redirect or heredoc).
+_READ_COMMAND = re.compile(
+    r"(?:cd [^;&|<>`$]+ && )?"
+    r"(?:(?:cat|head|tail|less|more|bat)(?: -{1,2}[\w=-]+(?: \d+)?)*"
+    r"|sed -n (?:'[^'\n]*'|\"[^\"\n]*\"|\d+(?:,\d+)?p)"
+    r") (?P<path>[^\s;&|<>`$'\"*?]+)"
+)
+# Programs whose output shows files or search hits, not a run: their lines that mention
+# errors are the files' text. A command is judged by its first program.
+_VIEW_PROGRAMS = frozenset(
+    {"cat", "head", "tail", "sed", "nl", "less", "more", "bat", "grep", "egrep", "rg", "ag", "ack"}
+    | {"find", "ls", "tree", "awk", "diff", "wc", "stat", "file", "strings", "xxd", "od"}
+)
+_VIEW_GIT = frozenset({"show", "diff", "log", "grep", "blame", "cat-file", "status"})
+_CD = re.compile(r"\s*cd [^;&|<>`$]+ *(?:&&|;) *")
+
+# Where each agent states a command's exit status. Nothing else is read as one: a file, a
+# diff or a script's output may say "exit code 0" about anything.
+_STATUS_HEAD = re.compile(
+    r"<returncode>(-?\d{1,5})</returncode>"  # mini-swe-agent
+    r"|Exit code: (-?\d{1,5})\r?\nWall time: "  # Codex exec
+    r"|Chunk ID: \w{1,64}\r?\nWall time: [^\n]{0,80}\nProcess exited with code (-?\d{1,5})\r?\n"  # Codex
+)
+_STATUS_ERROR = re.compile(r"Exit code (-?\d{1,5})(?:\r?\n|\Z)")  # Claude Code, on an error result
+_STATUS_JSON = re.compile(r'"metadata":\{"exit_code":(-?\d{1,5})(?:,[^{}]*)?\}\}\s*\Z')  # Codex shell
+_STATUS_TAIL = re.compile(  # OpenHands: its metadata lines close the output
+    r"(?:^|\n)\[(?:The command completed with exit code|Command finished with exit code) (-?\d{1,5})\.?\]"
+    r"(?:\r?\n\[[^\[\]\n]*\])*\s*\Z"
+)
+_STATUS_TAIL_CHARS = 600
+# mini-swe-agent: a command killed at its time limit has no exit status, and says so.
+_TIMED_OUT = re.compile(
+    r"The last command <command>.{0,2000}?</command> timed out and has been killed\.", re.DOTALL
 )
 _ERROR_LINE = re.compile(
     r"(?i:\b(?:error|errors|failed|failure|fatal|exception|traceback|panic)\b)"
     r"|[A-Za-z]+(?:Error|Exception)\b|^E {3}"
 )
+# The kinds whose error lines are errors: logs and test runs, and plain output (which
+# previews as a log when it has such lines). Never source, a file view, a diff or grep hits.
+_LOG_KINDS = frozenset(k for k, strategy in STRATEGY.items() if strategy in ("log", "log-or-plain"))
+_LAST_LINE_CHARS = 100
+# What the marker's detail cannot hold.
+_UNSAFE = re.compile(r"[;\[\]\r\n]+")
 
 
-def key_argument(call: ToolCall | None) -> str:
-    """The argument that says what a call did: its command, path or pattern."""
+@dataclass(frozen=True, slots=True)
+class Summary:
+    """The one-line form of a result: the marker's detail, and the error lines kept under it."""
+
+    detail: str
+    errors: tuple[str, ...]
+
+
+def summarize(tool: str | None, call: ToolCall | None, text: str, *, is_error: bool = False) -> Summary:
+    """What a one-line summary says of a result, with the error lines it keeps.
+
+    ``is_error`` is the result's own error flag. Error lines are kept for an
+    error, and for an exec tool's log or test run; never for a file, a diff,
+    an edit or grep hits, whose lines merely mention errors.
+    """
+    kind = result_kind(tool, call, text, is_error=is_error)
+    status = exit_status(text, tool, is_error=is_error)
+    keep = is_error or (tool in EXEC_TOOLS and kind in _LOG_KINDS and not _views(_argument(call)))
+    errors = tuple(error_lines(text, headline=is_error)) if keep else ()
+    return Summary(summary_detail(tool, call, text, status, kind=kind, is_error=is_error), errors)
+
+
+def _argument(call: ToolCall | None) -> str:
+    """The raw key argument of a call, unshortened."""
     if call is None:
         return ""
     arguments: Any = call.arguments
@@ -467,37 +544,133 @@ def key_argument(call: ToolCall | None) -> str:
         for name in _KEY_ARGS:
             value = arguments.get(name)
             if isinstance(value, str) and value.strip():
-                return _short(value)
+                return value
             if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
-                return _short(" ".join(value))
+                return " ".join(value)
         for value in arguments.values():
             if isinstance(value, str) and value.strip():
-                return _short(value)
+                return value
         return ""
     if isinstance(arguments, str):
-        return _short(arguments)
-    return _short(call.arguments_json or "")
+        return arguments
+    return call.arguments_json or ""
 
 
-def _short(text: str, room: int = 80) -> str:
-    one = " ".join(text.split())
-    return one if len(one) <= room else one[: room - 1] + "…"
+def _views(command: str) -> bool:
+    """Whether a command only shows files or search hits (``cat``, ``sed -n``, ``grep``, ``git show``)."""
+    lines = [ln for ln in command.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+    first = lines[0] if lines else ""
+    cd = _CD.match(first)
+    words = first[cd.end() if cd else 0 :].split(maxsplit=2)
+    if not words:
+        return False
+    program = words[0].rsplit("/", 1)[-1]
+    if program == "git":
+        return len(words) > 1 and words[1] in _VIEW_GIT
+    return program in _VIEW_PROGRAMS
 
 
-def exit_status(text: str) -> str | None:
-    """The exit status a result states, if any (looked for in its first and last lines)."""
-    for sample in (text[-2_000:], text[:2_000]):
-        found = _EXIT.search(sample)
-        if found:
-            return next(g for g in found.groups() if g is not None)
+def key_argument(call: ToolCall | None) -> str:
+    """The argument that says what a call did: its command, path or pattern, shortened."""
+    return _short(_argument(call))
+
+
+def _shown_file(tool: str | None, call: ToolCall | None) -> str | None:
+    """The file a call's output shows, when the call is a plain read of one file."""
+    if call is None or not isinstance(call.arguments, dict):
+        return None
+    arguments: dict[str, Any] = call.arguments
+    if tool in _EDITORS:
+        path = arguments.get("path")
+        return path if arguments.get("command") == "view" and isinstance(path, str) else None
+    if tool in _READ_TOOLS:
+        for name in ("file_path", "path", "absolute_path", "filename", "file"):
+            value = arguments.get(name)
+            if isinstance(value, str) and value.strip():
+                return value
+        return None
+    if tool in EXEC_TOOLS:
+        command = _argument(call).strip()
+        found = _READ_COMMAND.fullmatch(command)
+        return found["path"] if found else None
     return None
 
 
-def error_lines(text: str, room: int = 600) -> list[str]:
-    """The lines of an output that carry its errors, whole, within ``room`` characters."""
+def result_kind(tool: str | None, call: ToolCall | None, text: str, *, is_error: bool = False) -> str:
+    """The content kind of a result, with its call's hints (see :func:`~toolbudget.previews.detect`).
+
+    An error result is the error's text, never the file its call named.
+    """
+    path = None if is_error else _shown_file(tool, call)
+    return detect(text, path=path, report=tool in _REPORT_TOOLS and not is_error)
+
+
+def _short(text: str, room: int = 80) -> str:
+    """``text`` on one line in at most ``room`` characters, safe inside a marker's detail.
+
+    A long text loses its middle, not its end: a path keeps its file name
+    (and as many parent folders as fit), a command its last words.
+    """
+    one = " ".join(_UNSAFE.sub(" ", text).split())
+    if len(one) <= room:
+        return one
+    keep = room - 1
+    if " " not in one and "/" in one.rstrip("/"):
+        cut = one.rstrip("/").rfind("/")
+        tail = one[cut:]
+        if len(tail) < keep:
+            # Whole parent folders, while they leave the head at least half the room.
+            while cut > 0:
+                parent = one.rfind("/", 0, cut)
+                if parent <= 0 or len(one) - parent > keep // 2:
+                    break
+                cut = parent
+            tail = one[cut:]
+            return one[: keep - len(tail)] + "…" + tail
+    tail_room = keep // 3
+    return one[: keep - tail_room] + "…" + one[len(one) - tail_room :]
+
+
+def exit_status(text: str, tool: str | None, *, is_error: bool = False) -> str | None:
+    """The exit status a command's result states, where its agent states it; else ``None``.
+
+    Only exec tools have one. It is read from mini-swe-agent's
+    ``<returncode>``, Codex's ``Exit code:`` / ``Process exited with code``
+    header or its JSON ``metadata``, OpenHands' closing ``[... exit code N.]``
+    line, and Claude Code's ``Exit code N`` first line of an error result.
+    """
+    if tool not in EXEC_TOOLS:
+        return None
+    found = _STATUS_HEAD.match(text)
+    if found is None and is_error:
+        found = _STATUS_ERROR.match(text)
+    if found is None and text.startswith('{"output":'):
+        found = _STATUS_JSON.search(text, max(0, len(text) - _STATUS_TAIL_CHARS))
+    if found is None:
+        found = _STATUS_TAIL.search(text, max(0, len(text) - _STATUS_TAIL_CHARS))
+    if found is None:
+        return None
+    return next(g for g in found.groups() if g is not None)
+
+
+def error_lines(text: str, room: int = 600, *, headline: bool = False) -> list[str]:
+    """The lines of an output that carry its errors, whole, within ``room`` characters.
+
+    With ``headline`` (the output is an error), its first line is one of them
+    too: an error message need not say "error" (``String to replace not
+    found``). Claude Code's ``Exit code N`` line is left to the exit status.
+    """
     out: list[str] = []
     used = 0
+    first = headline
     for line in text.splitlines():
+        if first and line.strip() and not _STATUS_ERROR.match(line):
+            first = False
+            line = line.rstrip()
+            line = line if len(line) <= 300 else line[:299] + "…"
+            out.append(line)
+            used += len(line) + 1
+            continue
         if _ERROR_LINE.search(line):
             line = line.rstrip()
             if len(line) > 300:
@@ -509,14 +682,61 @@ def error_lines(text: str, room: int = 600) -> list[str]:
     return out
 
 
-def summary_detail(tool: str | None, call: ToolCall | None, text: str, status: str | None) -> str:
-    """The marker detail of a one-line summary: tool, key argument, size, content type, exit status."""
+def last_line(text: str) -> str:
+    """The last non-empty line a command printed (inside its agent's envelope), or ``""``."""
+    start, end = split_envelope(text)
+    body = text[start:end]
+    if body.startswith('{"output":'):
+        try:
+            value = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            value = None
+        if isinstance(value, dict) and isinstance(value.get("output"), str):
+            body = value["output"]  # Codex: the output inside its JSON
+    tail = _STATUS_TAIL.search(body, max(0, len(body) - _STATUS_TAIL_CHARS))
+    if tail is not None:
+        body = body[: tail.start()]
+    for line in reversed(body[-4_000:].splitlines()):
+        if line.strip():
+            return line
+    return ""
+
+
+def summary_detail(
+    tool: str | None,
+    call: ToolCall | None,
+    text: str,
+    status: str | None,
+    *,
+    kind: str | None = None,
+    is_error: bool = False,
+) -> str:
+    """The marker detail of a one-line summary.
+
+    Tool, key argument, size, content type; then, for what the result states,
+    its exit status (or ``timed out``, or ``error`` for an error result
+    without one) and, for a command, its last line of output, which tells
+    runs of one command apart.
+    """
     lines = text.count("\n") + (1 if text and not text.endswith("\n") else 0)
     what = f"{tool or 'tool'}"
     argument = key_argument(call)
     if argument:
         what += f" `{argument}`"
-    parts = [what, f"{lines} lines", f"{len(text)} chars", detect(text)]
+    parts = [
+        what,
+        f"{lines} lines",
+        f"{len(text)} chars",
+        kind or result_kind(tool, call, text, is_error=is_error),
+    ]
     if status is not None:
         parts.append(f"exit {status}")
+    elif tool in EXEC_TOOLS and _TIMED_OUT.match(text):
+        parts.append("timed out")
+    elif is_error:
+        parts.append("error")
+    if tool in EXEC_TOOLS:
+        last = _short(last_line(text), _LAST_LINE_CHARS)
+        if last:
+            parts.append(f"last: {last}")
     return ", ".join(parts)

@@ -6,15 +6,30 @@ the same for 5 KB and 5 MB. The rules run in a fixed order, most specific
 first: a structured document (JSON, a diff), then a tool's recognisable
 output (a test runner's, a compiler's, a stack trace), then line shapes
 (numbered file views, grep hits, file listings, tables), then markup and
-source languages by score, and ``text`` when nothing stands out. A pytest
+source languages by score, and ``text`` when nothing stands out. Subtitles
+(WebVTT, SRT) are ``text``: speech, whatever their timestamps and voice tags
+look like. A pytest
 run with a traceback is ``pytest``; a numbered view of Python code is
 ``file-view``.
+
+Two kinds of output are unwrapped before the rules run: Claude Code's
+``<persisted-output>`` (a large output saved to a file, with a preview of its
+head) is the kind of that preview, and its ``<tool_use_error>`` is an error
+message, ``text``, not XML.
+
+The content alone cannot always tell: a numbered view of a Markdown file is a
+file view, a ``cat`` of one is Markdown. When the caller knows which call made
+the output, :func:`detect` takes its tool and key argument as hints: a plain
+read of one file (``cat``, ``head``, ``sed -n``, a read tool on a path) takes
+the kind of the file's extension over a guess from the content, and a
+sub-agent's report is prose, whatever diagrams it quotes.
 
 Each label maps to one preview strategy (:data:`STRATEGY`).
 """
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections import Counter
 from collections.abc import Mapping
@@ -82,9 +97,30 @@ _MAX_LINES = 120
 _M = re.MULTILINE
 
 
+# Claude Code: an output too large to inline, saved to a file, with a preview of its head.
+_PERSISTED = re.compile(
+    r"<persisted-output>\r?\nOutput too large \([^\n]{0,40}\)\. Full output saved to: [^\n]{0,2000}\r?\n"
+    r"(?:\r?\n)?Preview \(first [^\n]{0,40}\):\r?\n"
+)
+_PERSISTED_END = re.compile(r"(?:\r?\n\.\.\.)?\r?\n</persisted-output>\s*\Z")
+_TOOL_USE_ERROR = re.compile(r"\s*<tool_use_error>[^<]*</tool_use_error>\s*\Z")
+
+
+def _body(text: str) -> tuple[int, int]:
+    """Where the output itself is: inside an agent's envelope, or a persisted output's preview."""
+    start, end = split_envelope(text)
+    found = _PERSISTED.match(text, start)
+    if found:
+        start = found.end()
+        close = _PERSISTED_END.search(text, max(start, end - 64))
+        if close:
+            end = close.start()
+    return start, max(start, end)
+
+
 def _sample(text: str) -> tuple[str, str, list[str]]:
     """The head, the tail (empty when the head is everything) and the non-blank sample lines."""
-    start, end = split_envelope(text)
+    start, end = _body(text)
     head = text[start : min(end, start + _HEAD)]
     tail = text[max(start + _HEAD, end - _TAIL) : end] if end - start > _HEAD else ""
     head_lines = head.split("\n")
@@ -160,6 +196,7 @@ _RUST_PANIC = re.compile(r"^thread '.*' panicked at ", _M)
 # Line shapes.
 _NUMBERED = re.compile(r"^\s*\d+(?:→|\t)|^\d+:")
 _GREP_CONTEXT = re.compile(r"^\d+-")
+_COLON_NUMBER = re.compile(r"^(\d+):")
 _GREP = re.compile(
     r"^(?:[A-Za-z]:)?[\w./@+~-]*[\w@+~-]\.[\w-]{1,12}(?::\d+)?[:-]"
     r"|^(?:\./)?(?:[\w.@+~-]+/)+[\w.@+~-]+(?::\d+)?:"
@@ -173,6 +210,9 @@ _LISTING = re.compile(
 )
 _PATHISH = re.compile(r"[/.]")
 _TREE = re.compile(r"[├└]── |│   ")
+# Subtitles (WebVTT, SRT): timed cues of speech, whose timestamps look like grep hits and
+# whose voice tags look like XML.
+_CUE = re.compile(r"^(?:\d{1,2}:)?\d{2}:\d{2}[.,]\d{3} --> (?:\d{1,2}:)?\d{2}:\d{2}[.,]\d{3}")
 _TABLE_HEADER = re.compile(r"^[A-Z%#][A-Z0-9_%#/.()-]*(?:\s+[A-Z%#][A-Z0-9_%#/.()-]*)+\s*$")
 _QUOTED = re.compile(r'"[^"]*"')
 _COLUMNS = re.compile(r"\S\s{2,}\S|\S\t\S")
@@ -182,6 +222,10 @@ _XML = re.compile(r"\A\s*(?:<\?xml|<[A-Za-z][\w:.-]*(?:\s[^>]*)?>)")
 _HTML_START = re.compile(r"\s*(?:<!doctype html|<html\b)", re.IGNORECASE)
 _HTML_TAGS = re.compile(r"<(?:head|body|div|span|p|table|script|a)\b[^>]*>", re.IGNORECASE)
 _YAML_LINE = re.compile(r"^[ \t]*(?:- )?[\w\"'./-]+:(?:[ \t]|$)|^[ \t]*- \S|^---[ \t]*$|^[ \t]*#")
+_YAML_BLOCK = re.compile(r"^([ \t]*)(?:- )?[\w\"'./-]+:[ \t]*$")  # a key whose value is the block below
+# `prog: subject: message` (bash, rm, grep, make...): a message, not a mapping.
+_MESSAGE = re.compile(r"^[\w./-]+: [^\n]*?\S: ")
+_FENCED = re.compile(r"^[ \t]*```[^\n]*\n.*?(?:^[ \t]*```[ \t]*$|\Z)", re.MULTILINE | re.DOTALL)
 _MD_HEADING = re.compile(r"^#{1,6} \S", _M)
 _MD_OTHER = re.compile(
     r"^```|\*\*\S|\[[^\]\n]{1,200}\]\([^)\s]{1,300}\)|^[ \t]*[-*+] \S|^\|[^\n]*\|[ \t]*$|^\d+\. \S|^> \S",
@@ -263,11 +307,29 @@ def _trace(head: str, tail: str) -> bool:
 
 def _numbered(lines: list[str]) -> str | None:
     numbered = _share(lines, _NUMBERED)
-    # grep -n -C on one file numbers its lines too, `-` for context, `--` between hits.
+    # grep -n -C on one file numbers its lines too: `N:` for hits, `N-` for context, `--`
+    # between groups (a single group has none).
     context = _share(lines, _GREP_CONTEXT)
-    if "--" in lines and context and numbered + context >= 0.6:
+    hits = "--" in lines or any(_COLON_NUMBER.match(ln) for ln in lines)
+    if context and hits and numbered + context >= 0.6:
         return "grep"
-    return "file-view" if numbered >= 0.5 else None
+    if numbered < 0.5:
+        return None
+    return "grep" if _scattered(lines) else "file-view"
+
+
+def _scattered(lines: list[str]) -> bool:
+    """``N:text`` lines whose numbers jump: ``grep -n``/``rg -n`` hits in one file.
+
+    A numbered view counts up by one from line to line (``N:`` is SWE-agent's
+    view); hits skip the lines between them. Views numbered ``N→`` or
+    ``N<tab>`` (Claude Code, ``cat -n``) are never grep output.
+    """
+    numbers = [int(found[1]) for ln in lines if (found := _COLON_NUMBER.match(ln))]
+    if len(numbers) < 3 or 2 * len(numbers) < len(lines):
+        return False
+    steps = sum(1 for a, b in itertools.pairwise(numbers) if b == a + 1)
+    return 2 * steps < len(numbers) - 1
 
 
 def _records(lines: list[str]) -> list[str]:
@@ -321,6 +383,8 @@ def _aligned(lines: list[str]) -> bool:
 
 
 def _listing(lines: list[str]) -> bool:
+    if len(lines) == 1 and "/" not in lines[0]:
+        return False  # one bare word or number (`368.0`) lists nothing
     return _share(lines, _LISTING) >= 0.7 and _share(lines, _PATHISH) >= 0.3
 
 
@@ -332,6 +396,28 @@ def _markup(head: str) -> str | None:
     if _HTML_TAGS.search(head[:2048]):
         return "html"
     return "xml" if "</" in head or "/>" in head else None
+
+
+def _yaml(lines: list[str]) -> bool:
+    """Key-value lines with the structure of YAML: a nested block, or a ``---`` document start.
+
+    Flat ``Name: value`` lines are what scripts print (``Headers: {...}``,
+    ``Error: ...``, ``rm: cannot remove ...``); they are text.
+    """
+    if len(lines) < 3 or _share(lines, _YAML_LINE) < 0.8 or _share(lines, _MESSAGE) > 0.2:
+        return False
+    if lines[0].rstrip() == "---":
+        return True
+    for line, below in itertools.pairwise(lines):
+        opened = _YAML_BLOCK.match(line)
+        if opened and len(below) - len(below.lstrip(" \t")) > len(opened[1]):
+            return True
+    return False
+
+
+def _unfenced(text: str) -> str:
+    """Markdown without its fenced code: the code a document quotes is not its language."""
+    return _FENCED.sub("", text) if "```" in text else text
 
 
 def _language(head: str, tail: str) -> tuple[str | None, int]:
@@ -351,11 +437,72 @@ def _language(head: str, tail: str) -> tuple[str | None, int]:
 _ORDER = {label: i for i, label in enumerate(KINDS)}
 
 
-def detect(text: str) -> str:
-    """The content kind of ``text``: one of :data:`KINDS`."""
+# What a file's extension says it holds, for the kinds a preview shows as plain text. A
+# structural kind the content shows (JSON, a numbered view, a diff, a test run) stays.
+_EXTENSIONS: Mapping[str, str] = MappingProxyType(
+    {
+        "md": "markdown",
+        "markdown": "markdown",
+        "mdx": "markdown",
+        "py": "python",
+        "pyi": "python",
+        "go": "go",
+        "rs": "rust",
+        "java": "java",
+        "js": "javascript",
+        "mjs": "javascript",
+        "cjs": "javascript",
+        "jsx": "javascript",
+        "ts": "typescript",
+        "tsx": "typescript",
+        "mts": "typescript",
+        "cts": "typescript",
+        "c": "c",
+        "h": "c",
+        "cc": "cpp",
+        "cpp": "cpp",
+        "cxx": "cpp",
+        "hpp": "cpp",
+        "hh": "cpp",
+        "yaml": "yaml",
+        "yml": "yaml",
+        "vtt": "text",
+        "srt": "text",
+    }
+)
+_LANGUAGES = frozenset(("python", "go", "rust", "java", "javascript", "typescript", "c", "cpp"))
+# Kinds the content can only guess at: a file's extension, when known, says better.
+_GUESSES = _LANGUAGES | {"markdown", "yaml", "xml", "html", "text", "tree", "file-listing"}
+
+
+def detect(text: str, *, path: str | None = None, report: bool = False) -> str:
+    """The content kind of ``text``: one of :data:`KINDS`.
+
+    ``path`` is the file the output shows, when the call that made it was a
+    plain read of one file; ``report`` says the output is a sub-agent's
+    report. Both are hints from the call: see the module docstring.
+    """
     head, tail, lines = _sample(text)
-    if not lines:
+    if not lines or _TOOL_USE_ERROR.match(text):
         return "text"
+    kind = _content(head, tail, lines)
+    if report and kind != "json":
+        return "markdown" if _markdown_score(head, tail)[1] >= 4 else "text"
+    if path is not None and kind in _GUESSES:
+        name = path.rstrip("/").rsplit("/", 1)[-1]
+        extension = name.rsplit(".", 1)[-1].lower() if "." in name.strip(".") else ""
+        return _EXTENSIONS.get(extension, kind)
+    return kind
+
+
+def _markdown_score(head: str, tail: str) -> tuple[int, int]:
+    """Markdown headings, and the score of every Markdown sign (a heading counts twice)."""
+    headings = len(_MD_HEADING.findall(head)) + len(_MD_HEADING.findall(tail))
+    return headings, 2 * headings + _count(_MD_OTHER, head, tail)
+
+
+def _content(head: str, tail: str, lines: list[str]) -> str:
+    """The kind the sample shows, by the rules in the module docstring's order."""
     if _json(head, tail, lines):
         return "json"
     # One commit and its patch (git show) is a diff; a run of commits is a log.
@@ -377,10 +524,14 @@ def detect(text: str) -> str:
     delimited = _delimited(lines)
     if delimited:
         return delimited
+    if lines[0].startswith("WEBVTT") or _share(lines, _CUE) >= 0.1:
+        return "text"
     numbered = _numbered(lines)
     if numbered:
         return numbered
-    if _share(lines, _TREE) >= 0.3:
+    headings, markdown = _markdown_score(head, tail)
+    # A report or a README that draws a tree in a code block is a document, not a tree listing.
+    if _share(lines, _TREE) >= 0.3 and not (headings and "```" in head):
         return "tree"
     if _share(lines, _GREP) >= 0.5 or _share(lines, _GREP_NUMBERED) >= 0.4:
         return "grep"
@@ -391,12 +542,10 @@ def detect(text: str) -> str:
         return markup
     if _aligned(lines):
         return "table"
-    headings = len(_MD_HEADING.findall(head)) + len(_MD_HEADING.findall(tail))
-    markdown = 2 * headings + _count(_MD_OTHER, head, tail)
-    language, score = _language(head, tail)
+    language, score = _language(_unfenced(head), _unfenced(tail)) if headings else _language(head, tail)
     if language and score >= markdown:
         return language
-    if _share(lines, _YAML_LINE) >= 0.8 and headings <= 1:
+    if headings <= 1 and _yaml(lines):
         return "yaml"
     if (headings and markdown >= 4) or markdown >= 8:
         return "markdown"
