@@ -81,7 +81,7 @@ def test_every_level_is_valid_keeps_the_task_and_archives_what_it_drops(api: str
             assert kept <= 2 + 4 + 1
 
 
-def test_level_three_cuts_further_until_it_fits_and_gives_up_only_on_the_task() -> None:
+def test_level_three_cuts_further_until_it_fits_and_gives_up_only_on_the_system_prompt() -> None:
     request = wire.parse(to_request(long_session(size=40_000), "anthropic", model="m"), "anthropic")
     with Session("squeeze", store="memory:") as session:
         shrunk, attempt = shrink(session, request, 3, target_tokens=1_500)
@@ -93,7 +93,12 @@ def test_level_three_cuts_further_until_it_fits_and_gives_up_only_on_the_task() 
             "t", "test", (Message("user", (Text("x" * 100000),)), *long_session().messages[1:])
         )
         request = wire.parse(to_request(huge_task, "anthropic", model="m"), "anthropic")
-        with pytest.raises(RecoveryFailed, match="task alone"):
+        shrunk, attempt = shrink(session, request, 3, target_tokens=1_500)
+        assert attempt.estimated_tokens <= 1_500 and len(attempt.task_keys) == 1
+        assert session.original(attempt.task_keys[0]) == "x" * 100000
+        huge_system = Conversation("t", "test", long_session().messages, (Text("s" * 8_000),))
+        request = wire.parse(to_request(huge_system, "anthropic", model="m"), "anthropic")
+        with pytest.raises(RecoveryFailed, match="system prompt"):
             shrink(session, request, 3, target_tokens=1_500)
 
 
@@ -273,10 +278,15 @@ def test_a_retry_after_a_refusal_is_smaller_and_level_3_cuts_down_to_the_task() 
         assert "dropped to fit" in text and "Now answer." in text
         shrunk, _ = shrink(session, request, 3, target_tokens=core)
         assert [m.role for m in shrunk.messages] == ["user"]
+        assert orjson.dumps(wire.render(shrunk)).decode().count("[toolbudget: ") == 0
+        # Below that, the task itself is cut (its head kept), and only a floor under it gives up.
+        shrunk, attempt = shrink(session, request, 3, target_tokens=core - 1)
+        assert attempt.estimated_tokens <= core - 1 and attempt.task_keys
+        assert task_of_chat(wire.render(shrunk)).startswith("TASK-MARKER-7731")
         from toolbudget.recovery import RecoveryFailed
 
-        with pytest.raises(RecoveryFailed):
-            shrink(session, request, 3, target_tokens=core - 1)
+        with pytest.raises(RecoveryFailed, match="system prompt"):
+            shrink(session, request, 3, target_tokens=100)
 
 
 @pytest.mark.parametrize("api", ["openai-chat", "anthropic"])
@@ -337,3 +347,94 @@ def test_a_parallel_batch_at_the_tail_is_kept_with_its_calls_and_squeezed() -> N
         shrunk, attempt = shrink(session, request, 3)
     assert [m.role for m in shrunk.messages] == ["user", *["assistant"] * 5, *["tool"] * 5]
     assert attempt.dropped_messages == 0 and validate(wire.render(shrunk), "openai-responses") == []
+
+
+# --------------------------------------------------------------------------- a task too big for the window
+
+
+def task_of_chat(body: dict[str, Any]) -> str:
+    """The text of the first user message of a Chat or Messages body."""
+    first = next(m for m in body["messages"] if m["role"] == "user")
+    content = first["content"]
+    return content if isinstance(content, str) else "".join(b.get("text", "") for b in content)
+
+
+def pasted_log(lines: int) -> str:
+    """A task that is mostly a pasted log: the ask at its head, the question at its tail."""
+    log = "".join(f"2026-01-01 12:00:{i % 60:02d} worker-{i % 7} step {i} ok\n" for i in range(lines))
+    return f"TASK-HEAD: one step of this log failed.\n{log}TASK-TAIL: which step failed, and why?"
+
+
+@pytest.mark.parametrize("api", wire.APIS)
+def test_a_task_over_the_window_is_cut_to_its_head_and_tail_and_recalled(api: str) -> None:
+    task = pasted_log(600)  # about 9,000 tokens for a 1,500-token target
+    conversation = Conversation(
+        "huge",
+        "test",
+        (
+            Message("user", (Text(task),)),
+            Message("assistant", (Text("Reading it."),)),
+            Message("user", (Text("LATEST: answer in one line."),)),
+        ),
+        (Text("You are a coding agent."),),
+    )
+    body = to_request(conversation, api, model="m")
+    before = copy.deepcopy(body)
+    request = wire.parse(body, api)
+    assert estimate_tokens(request) > 3 * 1_500
+    outs = []
+    for _ in range(2):
+        with Session("huge-task", store="memory:") as session:
+            shrunk, attempt = shrink(session, request, 3, target_tokens=1_500)
+            out = wire.render(shrunk)
+            outs.append(orjson.dumps(out))
+            assert body == before and validate(out, api) == []
+            assert attempt.estimated_tokens <= 1_500
+            text = orjson.dumps(out).decode()
+            # The head and the tail of the task, and the latest turn (which has the other half).
+            assert "TASK-HEAD" in text and "TASK-TAIL: which step failed" in text
+            assert "LATEST: answer in one line." in text
+            (marker,) = find_markers(text)
+            assert marker.key is not None and (marker.key,) == attempt.task_keys
+            assert marker.total == len(task) and "of the task" in marker.detail
+            assert session.original(marker.key) == task  # byte for byte
+            page = session.handle_recall({"key": marker.key, "grep": "step 300 ok"})
+            assert "step 300 ok" in page
+    assert outs[0] == outs[1]  # deterministic
+
+
+def test_recovery_gives_up_only_when_the_system_prompt_leaves_no_room() -> None:
+    from toolbudget.recovery import RecoveryFailed
+
+    for system, fits in (("s" * 4_000, True), ("s" * 6_000, False)):
+        conversation = Conversation(
+            "sys", "test", (Message("user", (Text(pasted_log(600)),)),), (Text(system),)
+        )
+        request = wire.parse(to_request(conversation, "anthropic", model="m"), "anthropic")
+        with Session("sys", store="memory:") as session:
+            if fits:
+                shrunk, attempt = shrink(session, request, 3, target_tokens=1_500)
+                assert attempt.estimated_tokens <= 1_500 and attempt.task_keys
+                assert "TASK-HEAD" in task_of_chat(wire.render(shrunk))
+            else:
+                with pytest.raises(RecoveryFailed, match="system prompt"):
+                    shrink(session, request, 3, target_tokens=1_500)
+
+
+@pytest.mark.parametrize("api", ["openai-chat", "anthropic"])
+def test_the_loop_cuts_a_task_of_three_windows_and_it_is_recallable(api: str) -> None:
+    task = pasted_log(180)
+    body = {"model": "m", "max_tokens": 16, "messages": [{"role": "user", "content": task}]}
+    provider = Counting()
+    assert provider.tokens(body) > 3 * provider.limit
+    with Session("loop-task", store="memory:") as session:
+        result, climb = call_with_recovery(session, body, provider, api)
+        assert result == "ok"
+        provider.assert_each_retry_smaller()
+        last = orjson.loads(provider.bodies[-1])
+        assert provider.tokens(last) <= provider.limit and validate(last, api) == []
+        sent = task_of_chat(last)
+        assert sent.startswith("TASK-HEAD") and sent.endswith("which step failed, and why?")
+        (marker,) = find_markers(sent)
+        assert session.original(marker.key or "") == task
+        assert climb.attempts[-1].task_keys == (marker.key,)

@@ -44,6 +44,7 @@ from ..model import Data, Message, Part, Request, Text, Thinking, ToolCall, Tool
 from ..pairing import repair_request
 from ..policy import Policy
 from ..previews import make_preview
+from ..previews._lines import head_end, newline_of, tail_start
 from ..wire._common import dumps_text
 from .classify import Classified
 
@@ -67,10 +68,11 @@ MESSAGE_TOKENS = 4  # what a chat template wraps each message in, about
 _SAFETY = 0.95  # aim under the limit: estimates are estimates
 _SQUEEZES = 6  # how many times level 3 halves its budgets again before dropping kept messages
 _FLOOR_CHARS = 400  # level 3 cuts no text below this: past it, dropping a message frees more
+_MARKER_CHARS = 320  # about what a marker line with a path takes
 
 
 class RecoveryFailed(Exception):
-    """Nothing smaller can be sent: the system prompt and the task alone exceed the window."""
+    """Nothing smaller can be sent: the system prompt leaves no room even for the task's head and tail."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +84,8 @@ class Attempt:
     dropped_messages: int = 0
     archive_key: str | None = None
     cuts: int = 0
+    task_keys: tuple[str, ...] = ()
+    """Keys of the task's texts, when the task itself had to be cut (recall them by these)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +95,9 @@ class RecoveryReport:
     errors: tuple[Classified, ...] = ()
     attempts: tuple[Attempt, ...] = ()
     recovered: bool = False
+
+    remembered: bool = False
+    """The call started at the level that fit the session's last call, without sending its history first."""
 
     @property
     def level(self) -> int:
@@ -130,8 +137,11 @@ class _Goal:
     factor: float = 1.0
     below: int | None = None
 
+    def fits(self, request: Request) -> bool:
+        return self.target is None or estimate_tokens(request, self.factor) <= self.target
+
     def met(self, request: Request) -> bool:
-        if self.target is not None and estimate_tokens(request, self.factor) > self.target:
+        if not self.fits(request):
             return False
         return self.below is None or estimate_tokens(request) < self.below
 
@@ -164,22 +174,29 @@ def shrink(
     start = _tail_start(request.messages, keep)
     kept = _drop_before(session, request, start)
     goal = _Goal(target_tokens, factor, below)
-    if level >= 3 and target_tokens is not None:
-        needed = estimate_tokens(_core(request), factor)
-        if needed > target_tokens:
-            raise RecoveryFailed(
-                f"the system prompt and the task alone need about {needed} tokens, "
-                f"over the {target_tokens} that fit"
-            )
-    shrunk, cuts = _budget(session, kept.request, policy)
-    if level < 3 or goal.met(shrunk):
-        return shrunk, Attempt(level, estimate_tokens(shrunk, factor), kept.dropped, kept.key, cuts)
-    for shrunk, cuts, kept in _further_cuts(session, request, start, policy):
+    # Without its task cut, level 3 can fit only when the system prompt and the task do.
+    whole_task = level < 3 or target_tokens is None or goal.fits(_core(request))
+    if whole_task:
+        shrunk, cuts = _budget(session, kept.request, policy)
+        if level < 3 or goal.met(shrunk):
+            return shrunk, Attempt(level, estimate_tokens(shrunk, factor), kept.dropped, kept.key, cuts)
+        for shrunk, cuts, kept in _further_cuts(session, request, start, policy):
+            if goal.met(shrunk):
+                return shrunk, Attempt(3, estimate_tokens(shrunk, factor), kept.dropped, kept.key, cuts)
+    for shrunk, cuts, kept, keys in _task_cuts(session, request, policy, goal):
         if goal.met(shrunk):
-            return shrunk, Attempt(3, estimate_tokens(shrunk, factor), kept.dropped, kept.key, cuts)
+            attempt = Attempt(3, estimate_tokens(shrunk, factor), kept.dropped, kept.key, cuts, keys)
+            return shrunk, attempt
+    floor, _, _ = _cut_task(session, _core(request), _FLOOR_CHARS)
+    needed = estimate_tokens(floor, factor)
+    if target_tokens is not None and needed > target_tokens:
+        raise RecoveryFailed(
+            f"the system prompt and the tool definitions leave no room for the task: with the task cut "
+            f"to {_FLOOR_CHARS} characters they need about {needed} tokens, over the {target_tokens} that fit"
+        )
     raise RecoveryFailed(
-        f"nothing smaller than the refused request is left: the system prompt and the task alone, "
-        f"about {estimate_tokens(_core(request), factor)} tokens, were refused"
+        f"nothing smaller than the refused request is left: the system prompt and the task cut to "
+        f"{_FLOOR_CHARS} characters, about {needed} tokens, were refused"
     )
 
 
@@ -227,6 +244,100 @@ def _further_cuts(
     core = _core(request)
     dropped = len(request.messages) - len(core.messages)
     yield _squeezed(session, _Kept(core, dropped, kept.key, len(core.messages)), policy)
+
+
+def _task_cuts(
+    session: Session, request: Request, policy: Policy, goal: _Goal
+) -> Iterator[tuple[Request, int, _Kept, tuple[str, ...]]]:
+    """The last resort: the task cut to its head and tail, then level 3 again around it.
+
+    Yields ``(request, cuts, kept, task keys)``, smaller and smaller. The task's
+    long texts first get half of the room the target leaves after the system
+    prompt and the tools (or half their length, when no target is known), so the
+    latest messages keep the other half; then a half of that, and so on down to
+    :data:`_FLOOR_CHARS`. A size whose task alone misses the goal is skipped.
+    """
+    for limit in _task_limits(request, goal):
+        cut, keys, task_cuts = _cut_task(session, request, limit)
+        if not task_cuts or not goal.met(_core(cut)):
+            continue
+        start = _tail_start(cut.messages, NUCLEAR_KEEP_MESSAGES)
+        for shrunk, cuts, kept in _further_cuts(session, cut, start, policy):
+            yield shrunk, cuts + task_cuts, kept, keys
+
+
+def _task_texts(request: Request) -> list[str]:
+    start, end = _task_span(request.messages)
+    return [p.text for m in request.messages[start:end] for p in m.parts if isinstance(p, Text)]
+
+
+def _task_limits(request: Request, goal: _Goal) -> list[int]:
+    """The sizes to try for each of the task's long texts, largest first, ending at the floor."""
+    texts = _task_texts(request)
+    longest = max(map(len, texts), default=0)
+    if longest <= _FLOOR_CHARS + _MARKER_CHARS:
+        return []
+    first = longest // 2
+    if goal.target is not None:
+        core = _core(request)
+        # What the system prompt, the tools and the task's wrapping take, and what that leaves.
+        fixed = estimate_tokens(core, goal.factor) - sum(map(len, texts)) / 4 * goal.factor
+        room = (goal.target - fixed) * 4 / goal.factor
+        first = min(first, int(room / 2) - _MARKER_CHARS)
+    limits: list[int] = []
+    limit = max(first, _FLOOR_CHARS)
+    while limit > _FLOOR_CHARS:
+        limits.append(limit)
+        limit //= 2
+    return [*limits, _FLOOR_CHARS]
+
+
+def _cut_task(session: Session, request: Request, limit: int) -> tuple[Request, tuple[str, ...], int]:
+    """``request`` with each text of its task over ``limit`` characters cut to its head and tail.
+
+    Also returns the keys the originals are archived under (a store that failed
+    gives none: the marker says so) and how many texts were cut.
+    """
+    start, end = _task_span(request.messages)
+    messages = list(request.messages)
+    keys: list[str] = []
+    cuts = 0
+    for i in range(start, end):
+        parts = list(messages[i].parts)
+        for j, part in enumerate(parts):
+            if isinstance(part, Text) and len(part.text) > limit + _MARKER_CHARS:
+                text, key = _head_and_tail(session, part.text, limit)
+                parts[j] = replace(part, text=text)
+                keys.extend(() if key is None else (key,))
+                cuts += 1
+        messages[i] = replace(messages[i], parts=tuple(parts))
+    if not cuts:
+        return request, (), 0
+    return replace(request, messages=tuple(messages)), tuple(keys), cuts
+
+
+def _head_and_tail(session: Session, text: str, limit: int) -> tuple[str, str | None]:
+    """``text`` cut to about ``limit`` characters of its head and tail around one marker line.
+
+    Not a content-shaped preview: a task says what it wants at its start (a spec,
+    an instruction) or at its end (a question after a pasted log), so both ends
+    are kept verbatim, cut at line boundaries where there are lines.
+    """
+    key, path = _keep(session, text)
+    length = len(text)
+    head = head_end(text, 0, length, int(limit * session.policy.head_ratio))
+    tail = tail_start(text, head, length, limit - head)
+    head = head_end(text, 0, tail, limit - (length - tail))
+    whole_lines = (head == 0 or text[head - 1] == "\n") and (tail == 0 or text[tail - 1] == "\n")
+    if whole_lines:
+        where = f"lines {text.count(chr(10), 0, head) + 1}-{text.count(chr(10), 0, tail)}"
+    else:
+        where = f"chars {head + 1}-{tail}"
+    detail = f"{where} of the task, cut to fit the context window"
+    line = marker_line(tail - head, length, key=key, path=path, detail=detail)
+    nl = newline_of(text)
+    before = text[:head] if head == 0 or text[head - 1] == "\n" else text[:head] + nl
+    return f"{before}{line}{nl}{text[tail:]}", key
 
 
 def _squeezed(session: Session, kept: _Kept, policy: Policy) -> tuple[Request, int, _Kept]:
