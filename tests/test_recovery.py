@@ -438,3 +438,170 @@ def test_the_loop_cuts_a_task_of_three_windows_and_it_is_recallable(api: str) ->
         (marker,) = find_markers(sent)
         assert session.original(marker.key or "") == task
         assert climb.attempts[-1].task_keys == (marker.key,)
+
+
+# --------------------------------------------------------------------------- remembering what fit
+
+
+def grown(history: list[dict[str, Any]], turn: int) -> list[dict[str, Any]]:
+    """The history one tool turn later, as an agent sends it next."""
+    return [
+        *history,
+        {"role": "assistant", "content": None, "tool_calls": [chat_call(f"next_{turn}")]},
+        {"role": "tool", "tool_call_id": f"next_{turn}", "content": filler(150, f"n{turn}")},
+        {"role": "user", "content": f"Now answer, turn {turn}."},
+    ]
+
+
+def over_the_window() -> list[dict[str, Any]]:
+    history: list[dict[str, Any]] = [{"role": "user", "content": "TASK-MARKER-7731: what failed?"}]
+    for i in range(12):
+        history += [
+            {"role": "assistant", "content": None, "tool_calls": [chat_call(f"call_{i}")]},
+            {"role": "tool", "tool_call_id": f"call_{i}", "content": filler(150, f"r{i}")},
+        ]
+    return history
+
+
+@pytest.mark.parametrize("stated", [True, False])
+def test_the_next_call_starts_at_the_level_that_fit(stated: bool) -> None:
+    from toolbudget.recovery import remembered_fit
+
+    class Silent(Counting):
+        """A provider whose overflow error states no numbers (some proxies, older servers)."""
+
+        def __call__(self, body: dict[str, Any]) -> str:
+            try:
+                return super().__call__(body)
+            except ProviderError:
+                raise overflow() from None
+
+    provider = Counting() if stated else Silent()
+    history = over_the_window()
+    with Session("memory", store="memory:", policy=Policy(compaction="off")) as session:
+        _, first = call_with_recovery(session, {"model": "m", "messages": history}, provider, "openai-chat")
+        assert len(provider.bodies) >= 2 and first.errors
+        fit = remembered_fit(session, "openai-chat", "m")
+        assert fit is not None and fit.level == first.level and fit.refused > fit.fitted
+        for turn in range(3):  # each request bigger than the last, as a session goes on
+            history = grown(history, turn)
+            calls = len(provider.bodies)
+            result, climb = call_with_recovery(
+                session, {"model": "m", "messages": history}, provider, "openai-chat"
+            )
+            assert result == "ok" and len(provider.bodies) == calls + 1  # no refusal first
+            report = climb.report(True)
+            assert report.remembered and not report.errors and report.level >= 1
+            last = orjson.loads(provider.bodies[-1])
+            assert validate(last, "openai-chat") == [] and f"Now answer, turn {turn}." in str(last)
+        # Another model has another window: what fit here says nothing about it.
+        calls = len(provider.bodies)
+        call_with_recovery(session, {"model": "other", "messages": history}, provider, "openai-chat")
+        assert len(provider.bodies) > calls + 1
+        # A history that fits as managed is sent as managed, and the memory is cleared.
+        small = {"model": "m", "messages": history[:3]}
+        calls = len(provider.bodies)
+        _, climb = call_with_recovery(session, small, provider, "openai-chat")
+        assert len(provider.bodies) == calls + 1 and not climb.attempts
+        assert remembered_fit(session, "openai-chat", "m") is None
+        calls = len(provider.bodies)
+        call_with_recovery(session, {"model": "m", "messages": history}, provider, "openai-chat")
+        assert len(provider.bodies) > calls + 1  # forgotten: it is refused first again
+
+
+class Window:
+    """A provider behind the SDKs' HTTP: its own token count, and its real overflow error over a limit."""
+
+    def __init__(self, api: str, limit: int) -> None:
+        self.api = api
+        self.limit = limit
+        self.bodies: list[dict[str, Any]] = []
+
+    def __call__(self, request: Any) -> Any:
+        import httpx2
+
+        body = orjson.loads(request.content)
+        self.bodies.append(body)
+        tokens = len(orjson.dumps(body["messages"])) // 3 + 7 * len(body["messages"])
+        if tokens > self.limit and self.api == "openai-chat":
+            message = (
+                f"This model's maximum context length is {self.limit} tokens. However, your messages "
+                f"resulted in {tokens} tokens. Please reduce the length of the messages."
+            )
+            error = {"message": message, "type": "invalid_request_error", "param": "messages"}
+            return httpx2.Response(400, json={"error": {**error, "code": "context_length_exceeded"}})
+        if tokens > self.limit:
+            message = f"prompt is too long: {tokens} tokens > {self.limit} maximum"
+            error = {"type": "invalid_request_error", "message": message}
+            return httpx2.Response(400, json={"type": "error", "error": error})
+        if self.api == "openai-chat":
+            answer = {"role": "assistant", "content": "ok"}
+            choice = {"index": 0, "message": answer, "finish_reason": "stop", "logprobs": None}
+            usage = {"prompt_tokens": tokens, "completion_tokens": 1, "total_tokens": tokens + 1}
+            return httpx2.Response(
+                200,
+                json={
+                    "id": "c1",
+                    "object": "chat.completion",
+                    "created": 1,
+                    "model": "m",
+                    "choices": [choice],
+                }
+                | {"usage": usage},
+            )
+        return httpx2.Response(
+            200,
+            json={
+                "id": "msg_1",
+                "type": "message",
+                "role": "assistant",
+                "model": "m",
+                "content": [{"type": "text", "text": "ok"}],
+                "stop_reason": "end_turn",
+                "stop_sequence": None,
+                "usage": {"input_tokens": tokens, "output_tokens": 1},
+            },
+        )
+
+
+@pytest.mark.parametrize("api", ["openai-chat", "anthropic"])
+def test_a_wrapped_client_pays_the_refusal_once_per_session(api: str) -> None:
+    import httpx2
+
+    from toolbudget import wrap
+
+    upstream = Window(api, limit=2_000)
+    http = httpx2.Client(transport=httpx2.MockTransport(upstream))
+    session = Session("wrapped", store="memory:")
+    if api == "openai-chat":
+        import openai
+
+        client: Any = openai.OpenAI(api_key="k", base_url="http://up/v1", http_client=http, max_retries=0)
+        create = wrap(client, session=session).chat.completions.create
+    else:
+        import anthropic
+
+        client = anthropic.Anthropic(api_key="k", base_url="http://up", http_client=http, max_retries=0)
+        create = wrap(client, session=session).messages.create
+    history = [{"role": "user", "content": "TASK-MARKER-7731: what failed?"}]
+    for i in range(12):
+        history += [
+            {"role": "assistant", "content": f"Step {i}: " + filler(300, f"a{i}")},
+            {"role": "user", "content": f"Output {i}: " + filler(300, f"u{i}")},
+        ]
+    calls: list[int] = []
+    for turn in range(4):
+        history = [
+            *history,
+            {"role": "assistant", "content": "Noted."},
+            {"role": "user", "content": f"Go {turn}"},
+        ]
+        before = len(upstream.bodies)
+        answer = create(model="m", max_tokens=16, messages=history)
+        calls.append(len(upstream.bodies) - before)
+        assert calls[0] >= 2 and calls[1:] == [1] * turn, calls  # one refusal, in the first call only
+        report = answer.toolbudget_report
+        assert report.level >= 1 and report.recovery.remembered == (turn > 0)
+        assert f"Go {turn}" in str(upstream.bodies[-1]) and validate(upstream.bodies[-1], api) == []
+    session.close()
+    http.close()
