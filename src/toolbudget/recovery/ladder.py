@@ -19,10 +19,16 @@ level that would not is skipped, and level 3 repeated cuts further. Its further
 cuts, in order, until the estimate fits: tool results and long texts (the
 user's too, never the task) squeezed, recallably; then the kept messages
 dropped from the oldest, one safe boundary at a time, with a shorter notice;
-and last no notice. Only a system prompt and task that alone exceed the window
-(or were refused alone) make recovery give up. Every level archives what it
-drops (the notice names the key), leaves the pairing valid and the history
-starting with a user message, and never touches the caller's history.
+and last no notice. When even the system prompt and the task alone do not fit
+(the task is a pasted log, a long spec), the task itself is cut, last of all:
+each of its long texts keeps its head and tail around one marker whose key
+recalls it byte for byte, first in the room the later messages leave (they
+keep up to half of it), then in half of that, down to 400 characters. A task
+is better cut than refused. Only a system prompt (with the tool definitions)
+that leaves no room even for that, or that was refused beside it, makes
+recovery give up. Every level archives what it drops (the notice names the
+key), leaves the pairing valid and the history starting with a user message,
+and never touches the caller's history.
 
 When the provider's error states the prompt size and the limit, the ladder
 calibrates its estimates with them (the provider's count over the estimate of
@@ -159,9 +165,9 @@ def shrink(
 
     With ``target_tokens`` (calibrated by ``factor``), or ``below`` (the estimate,
     uncalibrated, of a refused request, which the result must undercut), level 3
-    keeps cutting until the result meets both. It raises :class:`RecoveryFailed`
-    when the system prompt and the task alone do not fit ``target_tokens``, or
-    when nothing under ``below`` is left.
+    keeps cutting until the result meets both, the task itself last. It raises
+    :class:`RecoveryFailed` when the system prompt and the task cut to its floor
+    do not fit ``target_tokens``, or when nothing under ``below`` is left.
     """
     request, _ = repair_request(request)
     # Halved budgets, and every old result at the level its age allows at once: a level must
@@ -252,9 +258,9 @@ def _task_cuts(
     """The last resort: the task cut to its head and tail, then level 3 again around it.
 
     Yields ``(request, cuts, kept, task keys)``, smaller and smaller. The task's
-    long texts first get half of the room the target leaves after the system
-    prompt and the tools (or half their length, when no target is known), so the
-    latest messages keep the other half; then a half of that, and so on down to
+    long texts first get the room the target leaves after the system prompt, the
+    tools and the later messages, which keep up to half of it (with no target
+    known: half their length); then a half of that, and so on down to
     :data:`_FLOOR_CHARS`. A size whose task alone misses the goal is skipped.
     """
     for limit in _task_limits(request, goal):
@@ -277,13 +283,15 @@ def _task_limits(request: Request, goal: _Goal) -> list[int]:
     longest = max(map(len, texts), default=0)
     if longest <= _FLOOR_CHARS + _MARKER_CHARS:
         return []
-    first = longest // 2
-    if goal.target is not None:
-        core = _core(request)
-        # What the system prompt, the tools and the task's wrapping take, and what that leaves.
-        fixed = estimate_tokens(core, goal.factor) - sum(map(len, texts)) / 4 * goal.factor
-        room = (goal.target - fixed) * 4 / goal.factor
-        first = min(first, int(room / 2) - _MARKER_CHARS)
+    if goal.target is None:
+        first = longest // 2
+    else:
+        core = estimate_tokens(_core(request), goal.factor)
+        # The tokens the system prompt, the tools and the task's wrapping leave, and what the
+        # later messages would take of them (at most half: level 3 squeezes or drops them).
+        room = goal.target - (core - sum(map(len, texts)) / 4 * goal.factor)
+        rest = max(0, estimate_tokens(request, goal.factor) - core)
+        first = min(longest - 1, int((room - min(rest, room / 2)) * 4 / goal.factor) - _MARKER_CHARS)
     limits: list[int] = []
     limit = max(first, _FLOOR_CHARS)
     while limit > _FLOOR_CHARS:
