@@ -605,3 +605,28 @@ def test_a_wrapped_client_pays_the_refusal_once_per_session(api: str) -> None:
         assert f"Go {turn}" in str(upstream.bodies[-1]) and validate(upstream.bodies[-1], api) == []
     session.close()
     http.close()
+
+
+def test_async_calls_remember_what_fit_too() -> None:
+    import asyncio
+
+    from toolbudget.recovery import acall_with_recovery
+
+    provider = Counting()
+
+    async def send(body: dict[str, Any]) -> str:
+        return provider(body)
+
+    async def two_turns() -> list[int]:
+        history = over_the_window()
+        counts = []
+        with Session("async-memory", store="memory:") as session:
+            for turn in range(2):
+                history = grown(history, turn)
+                before = len(provider.bodies)
+                await acall_with_recovery(session, {"model": "m", "messages": history}, send, "openai-chat")
+                counts.append(len(provider.bodies) - before)
+        return counts
+
+    first, second = asyncio.run(two_turns())
+    assert first >= 2 and second == 1
