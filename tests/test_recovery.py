@@ -630,3 +630,34 @@ def test_async_calls_remember_what_fit_too() -> None:
 
     first, second = asyncio.run(two_turns())
     assert first >= 2 and second == 1
+
+
+@pytest.mark.shared
+def test_real_tasks_are_cut_to_fit_and_only_system_prompts_give_up(trajectories: Path) -> None:
+    """Each shared conversation at 800 tokens: it fits, or its system prompt and tools nearly fill them."""
+    from dataclasses import replace
+
+    from toolbudget.recovery import RecoveryFailed
+
+    manifest = orjson.loads((trajectories / "manifest.json").read_bytes())
+    fitted = cut = 0
+    for entry in manifest:
+        for conversation in load_transcript(trajectories / entry["file"]).conversations[:2]:
+            for api in ("anthropic", "openai-chat"):
+                request = wire.parse(to_request(conversation, api, model="m"), api)
+                with Session("real-task", store="memory:") as session:
+                    try:
+                        shrunk, attempt = shrink(session, request, 3, target_tokens=800)
+                    except RecoveryFailed:
+                        system = [m for m in request.messages if m.role == "system"]
+                        alone = estimate_tokens(replace(request, messages=tuple(system)))
+                        assert alone > 800 / 2, entry["file"]  # the floor of the task is small
+                        continue
+                    assert attempt.estimated_tokens <= 800, entry["file"]
+                    assert validate(wire.render(shrunk), api) == [], entry["file"]
+                    fitted += 1
+                    for key in attempt.task_keys:
+                        assert find_markers(orjson.dumps(wire.render(shrunk)).decode()), entry["file"]
+                        assert session.original(key), entry["file"]
+                    cut += bool(attempt.task_keys)
+    assert fitted > 80 and cut > 50
