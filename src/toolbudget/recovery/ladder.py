@@ -101,7 +101,6 @@ class RecoveryReport:
     errors: tuple[Classified, ...] = ()
     attempts: tuple[Attempt, ...] = ()
     recovered: bool = False
-
     remembered: bool = False
     """The call started at the level that fit the session's last call, without sending its history first."""
 
@@ -316,9 +315,11 @@ def _cut_task(session: Session, request: Request, limit: int) -> tuple[Request, 
             if isinstance(part, Text) and len(part.text) > limit + _MARKER_CHARS:
                 text, key = _head_and_tail(session, part.text, limit)
                 parts[j] = replace(part, text=text)
-                keys.extend(() if key is None else (key,))
+                if key is not None:
+                    keys.append(key)
                 cuts += 1
-        messages[i] = replace(messages[i], parts=tuple(parts))
+        if parts != list(messages[i].parts):
+            messages[i] = replace(messages[i], parts=tuple(parts))
     if not cuts:
         return request, (), 0
     return replace(request, messages=tuple(messages)), tuple(keys), cuts
