@@ -318,3 +318,81 @@ def test_max_tokens_5_is_escalated_and_continued_on_messages(llama_url: str) -> 
     assert answer.usage.output_tokens > 20
     assert answer.stop_reason == ("max_tokens" if report.final_cutoff else "end_turn")
     print(f"\nmax_tokens=5 on messages, merged ({answer.usage.output_tokens} tokens): {text!r}")
+
+
+# --------------------------------------------------------------------------- a task of three windows
+
+LOG_TASK_HEAD = "One step of this deployment log failed. Read it and say which."
+LOG_TASK_TAIL = "Which step failed? Answer with its number only."
+
+
+def pasted_log_task() -> str:
+    """A user task that is itself about three windows: a pasted log between its ask and its question."""
+    log = "".join(f"12:{i // 60:02d}:{i % 60:02d} deploy step {i} finished ok\n" for i in range(180))
+    return f"{LOG_TASK_HEAD}\n{log}{LOG_TASK_TAIL}"
+
+
+def send_once(url: str, api: str, request: dict[str, Any], wire: Wire, managed: Session | None) -> Any:
+    """One call of ``api``'s real SDK, wrapped with ``managed`` (or not, when it is ``None``)."""
+    if api == "openai-chat":
+        with chat_client(url, wire) as client:
+            sdk_client = client if managed is None else wrap(client, session=managed)
+            return sdk_client.chat.completions.create(**request, temperature=0)
+    with messages_client(url, wire) as client:
+        sdk_client = client if managed is None else wrap(client, session=managed)
+        return sdk_client.messages.create(**request, extra_body={"temperature": 0})
+
+
+@pytest.mark.parametrize("api", ["openai-chat", "anthropic"])
+def test_a_task_of_three_windows_is_cut_answered_and_recallable(llama_url: str, api: str) -> None:
+    task = pasted_log_task()
+    request = {"model": MODEL, "max_tokens": 8, "messages": [{"role": "user", "content": task}]}
+    refusals = {"openai-chat": sdk("openai").BadRequestError, "anthropic": sdk("anthropic").BadRequestError}
+    with pytest.raises(refusals[api]) as refused:
+        send_once(llama_url, api, request, Wire(), None)
+    assert_real_overflow(refused.value)
+    assert 2.5 * N_CTX < (classify(refused.value).prompt_tokens or 0) < 3.5 * N_CTX  # three windows
+    wire = Wire()
+    with session() as managed:
+        answer = send_once(llama_url, api, request, wire, managed)
+        report = answer.toolbudget_report
+        assert isinstance(report, CallReport)
+        assert report.recovered and report.level == 3 and wire.statuses[0] == 400
+        sent = task_of(wire.answered()[0])
+        assert sent.startswith(LOG_TASK_HEAD) and sent.endswith(LOG_TASK_TAIL)
+        (key,) = report.attempts[-1].task_keys
+        assert f"<<tb:{key}>>" in sent
+        assert managed.original(key) == task  # byte for byte, through the session
+        assert "deploy step 150 finished ok" in managed.handle_recall({"key": key, "grep": "step 150 "})
+    tokens = [e.prompt_tokens for e in report.recovery.errors]
+    print(f"\n{api}: a task of {len(task)} chars refused at {tokens} tokens; {len(sent)} chars answered")
+
+
+# --------------------------------------------------------------------------- the next turn
+
+
+@pytest.mark.parametrize("api", ["openai-chat", "anthropic"])
+def test_the_next_turn_starts_at_the_level_that_fit(llama_url: str, api: str) -> None:
+    """A session refused once: its next, bigger request is answered at the first try."""
+    conversation = synthetic()
+    with session() as managed:
+        wire = Wire()
+        first = send_once(llama_url, api, body(conversation, api, 8), wire, managed)
+        assert wire.statuses[0] == 400 and wire.statuses[-1] == 200 and len(wire.statuses) >= 2
+        level = first.toolbudget_report.level
+        text = first.choices[0].message.content if api == "openai-chat" else first.content[0].text
+        grown = Conversation(
+            conversation.id,
+            conversation.source,
+            (*conversation.messages, Message("assistant", (Text(text),)), Message("user", (Text(TASK),))),
+            conversation.system,
+        )
+        wire = Wire()
+        second = send_once(llama_url, api, body(grown, api, 8), wire, managed)
+        report = second.toolbudget_report
+        # One request for the prompt, answered at once; any others continue the cut answer.
+        assert wire.statuses == [200] * (1 + report.escalations + report.continuations)
+        assert report.recovery.remembered and not report.recovery.errors and report.level >= level
+        assert len(report.attempts) == 1
+        assert task_of(wire.bodies[0]) == TASK
+    print(f"\n{api}: first call level {level}, second call level {report.level}, statuses {wire.statuses}")

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from .classify import Classified, ErrorKind, classify
 from .ladder import Attempt, RecoveryFailed, RecoveryReport, shrink
-from .loop import Climb, acall_with_recovery, call_with_recovery
+from .loop import Climb, Fit, acall_with_recovery, call_with_recovery, remembered_fit
 from .output import ContextWindowFull, Cutoff, Stretch, is_cut_off, output_cap
 
 __all__ = [
@@ -24,6 +24,7 @@ __all__ = [
     "ContextWindowFull",
     "Cutoff",
     "ErrorKind",
+    "Fit",
     "RecoveryFailed",
     "RecoveryReport",
     "Stretch",
@@ -32,5 +33,6 @@ __all__ = [
     "classify",
     "is_cut_off",
     "output_cap",
+    "remembered_fit",
     "shrink",
 ]

@@ -19,10 +19,16 @@ level that would not is skipped, and level 3 repeated cuts further. Its further
 cuts, in order, until the estimate fits: tool results and long texts (the
 user's too, never the task) squeezed, recallably; then the kept messages
 dropped from the oldest, one safe boundary at a time, with a shorter notice;
-and last no notice. Only a system prompt and task that alone exceed the window
-(or were refused alone) make recovery give up. Every level archives what it
-drops (the notice names the key), leaves the pairing valid and the history
-starting with a user message, and never touches the caller's history.
+and last no notice. When even the system prompt and the task alone do not fit
+(the task is a pasted log, a long spec), the task itself is cut, last of all:
+each of its long texts keeps its head and tail around one marker whose key
+recalls it byte for byte, first in the room the later messages leave (they
+keep up to half of it), then in half of that, down to 400 characters. A task
+is better cut than refused. Only a system prompt (with the tool definitions)
+that leaves no room even for that, or that was refused beside it, makes
+recovery give up. Every level archives what it drops (the notice names the
+key), leaves the pairing valid and the history starting with a user message,
+and never touches the caller's history.
 
 When the provider's error states the prompt size and the limit, the ladder
 calibrates its estimates with them (the provider's count over the estimate of
@@ -44,6 +50,7 @@ from ..model import Data, Message, Part, Request, Text, Thinking, ToolCall, Tool
 from ..pairing import repair_request
 from ..policy import Policy
 from ..previews import make_preview
+from ..previews._lines import head_end, newline_of, tail_start
 from ..wire._common import dumps_text
 from .classify import Classified
 
@@ -67,10 +74,11 @@ MESSAGE_TOKENS = 4  # what a chat template wraps each message in, about
 _SAFETY = 0.95  # aim under the limit: estimates are estimates
 _SQUEEZES = 6  # how many times level 3 halves its budgets again before dropping kept messages
 _FLOOR_CHARS = 400  # level 3 cuts no text below this: past it, dropping a message frees more
+_MARKER_CHARS = 320  # about what a marker line with a path takes
 
 
 class RecoveryFailed(Exception):
-    """Nothing smaller can be sent: the system prompt and the task alone exceed the window."""
+    """Nothing smaller can be sent: the system prompt leaves no room even for the task's head and tail."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +90,8 @@ class Attempt:
     dropped_messages: int = 0
     archive_key: str | None = None
     cuts: int = 0
+    task_keys: tuple[str, ...] = ()
+    """Keys of the task's texts, when the task itself had to be cut (recall them by these)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +101,8 @@ class RecoveryReport:
     errors: tuple[Classified, ...] = ()
     attempts: tuple[Attempt, ...] = ()
     recovered: bool = False
+    remembered: bool = False
+    """The call started at the level that fit the session's last call, without sending its history first."""
 
     @property
     def level(self) -> int:
@@ -130,8 +142,11 @@ class _Goal:
     factor: float = 1.0
     below: int | None = None
 
+    def fits(self, request: Request) -> bool:
+        return self.target is None or estimate_tokens(request, self.factor) <= self.target
+
     def met(self, request: Request) -> bool:
-        if self.target is not None and estimate_tokens(request, self.factor) > self.target:
+        if not self.fits(request):
             return False
         return self.below is None or estimate_tokens(request) < self.below
 
@@ -149,9 +164,9 @@ def shrink(
 
     With ``target_tokens`` (calibrated by ``factor``), or ``below`` (the estimate,
     uncalibrated, of a refused request, which the result must undercut), level 3
-    keeps cutting until the result meets both. It raises :class:`RecoveryFailed`
-    when the system prompt and the task alone do not fit ``target_tokens``, or
-    when nothing under ``below`` is left.
+    keeps cutting until the result meets both, the task itself last. It raises
+    :class:`RecoveryFailed` when the system prompt and the task cut to its floor
+    do not fit ``target_tokens``, or when nothing under ``below`` is left.
     """
     request, _ = repair_request(request)
     # Halved budgets, and every old result at the level its age allows at once: a level must
@@ -164,22 +179,29 @@ def shrink(
     start = _tail_start(request.messages, keep)
     kept = _drop_before(session, request, start)
     goal = _Goal(target_tokens, factor, below)
-    if level >= 3 and target_tokens is not None:
-        needed = estimate_tokens(_core(request), factor)
-        if needed > target_tokens:
-            raise RecoveryFailed(
-                f"the system prompt and the task alone need about {needed} tokens, "
-                f"over the {target_tokens} that fit"
-            )
-    shrunk, cuts = _budget(session, kept.request, policy)
-    if level < 3 or goal.met(shrunk):
-        return shrunk, Attempt(level, estimate_tokens(shrunk, factor), kept.dropped, kept.key, cuts)
-    for shrunk, cuts, kept in _further_cuts(session, request, start, policy):
+    # Without its task cut, level 3 can fit only when the system prompt and the task do.
+    whole_task = level < 3 or target_tokens is None or goal.fits(_core(request))
+    if whole_task:
+        shrunk, cuts = _budget(session, kept.request, policy)
+        if level < 3 or goal.met(shrunk):
+            return shrunk, Attempt(level, estimate_tokens(shrunk, factor), kept.dropped, kept.key, cuts)
+        for shrunk, cuts, kept in _further_cuts(session, request, start, policy):
+            if goal.met(shrunk):
+                return shrunk, Attempt(3, estimate_tokens(shrunk, factor), kept.dropped, kept.key, cuts)
+    for shrunk, cuts, kept, keys in _task_cuts(session, request, policy, goal):
         if goal.met(shrunk):
-            return shrunk, Attempt(3, estimate_tokens(shrunk, factor), kept.dropped, kept.key, cuts)
+            attempt = Attempt(3, estimate_tokens(shrunk, factor), kept.dropped, kept.key, cuts, keys)
+            return shrunk, attempt
+    floor, _, _ = _cut_task(session, _core(request), _FLOOR_CHARS)
+    needed = estimate_tokens(floor, factor)
+    if target_tokens is not None and needed > target_tokens:
+        raise RecoveryFailed(
+            f"the system prompt and the tool definitions leave no room for the task: with the task cut "
+            f"to {_FLOOR_CHARS} characters they need about {needed} tokens, over the {target_tokens} that fit"
+        )
     raise RecoveryFailed(
-        f"nothing smaller than the refused request is left: the system prompt and the task alone, "
-        f"about {estimate_tokens(_core(request), factor)} tokens, were refused"
+        f"nothing smaller than the refused request is left: the system prompt and the task cut to "
+        f"{_FLOOR_CHARS} characters, about {needed} tokens, were refused"
     )
 
 
@@ -227,6 +249,104 @@ def _further_cuts(
     core = _core(request)
     dropped = len(request.messages) - len(core.messages)
     yield _squeezed(session, _Kept(core, dropped, kept.key, len(core.messages)), policy)
+
+
+def _task_cuts(
+    session: Session, request: Request, policy: Policy, goal: _Goal
+) -> Iterator[tuple[Request, int, _Kept, tuple[str, ...]]]:
+    """The last resort: the task cut to its head and tail, then level 3 again around it.
+
+    Yields ``(request, cuts, kept, task keys)``, smaller and smaller. The task's
+    long texts first get the room the target leaves after the system prompt, the
+    tools and the later messages, which keep up to half of it (with no target
+    known: half their length); then a half of that, and so on down to
+    :data:`_FLOOR_CHARS`. A size whose task alone misses the goal is skipped.
+    """
+    for limit in _task_limits(request, goal):
+        cut, keys, task_cuts = _cut_task(session, request, limit)
+        if not task_cuts or not goal.met(_core(cut)):
+            continue
+        start = _tail_start(cut.messages, NUCLEAR_KEEP_MESSAGES)
+        for shrunk, cuts, kept in _further_cuts(session, cut, start, policy):
+            yield shrunk, cuts + task_cuts, kept, keys
+
+
+def _task_texts(request: Request) -> list[str]:
+    start, end = _task_span(request.messages)
+    return [p.text for m in request.messages[start:end] for p in m.parts if isinstance(p, Text)]
+
+
+def _task_limits(request: Request, goal: _Goal) -> list[int]:
+    """The sizes to try for each of the task's long texts, largest first, ending at the floor."""
+    texts = _task_texts(request)
+    longest = max(map(len, texts), default=0)
+    if longest <= _FLOOR_CHARS + _MARKER_CHARS:
+        return []
+    if goal.target is None:
+        first = longest // 2
+    else:
+        core = estimate_tokens(_core(request), goal.factor)
+        # The tokens the system prompt, the tools and the task's wrapping leave, and what the
+        # later messages would take of them (at most half: level 3 squeezes or drops them).
+        room = goal.target - (core - sum(map(len, texts)) / 4 * goal.factor)
+        rest = max(0, estimate_tokens(request, goal.factor) - core)
+        first = min(longest - 1, int((room - min(rest, room / 2)) * 4 / goal.factor) - _MARKER_CHARS)
+    limits: list[int] = []
+    limit = max(first, _FLOOR_CHARS)
+    while limit > _FLOOR_CHARS:
+        limits.append(limit)
+        limit //= 2
+    return [*limits, _FLOOR_CHARS]
+
+
+def _cut_task(session: Session, request: Request, limit: int) -> tuple[Request, tuple[str, ...], int]:
+    """``request`` with each text of its task over ``limit`` characters cut to its head and tail.
+
+    Also returns the keys the originals are archived under (a store that failed
+    gives none: the marker says so) and how many texts were cut.
+    """
+    start, end = _task_span(request.messages)
+    messages = list(request.messages)
+    keys: list[str] = []
+    cuts = 0
+    for i in range(start, end):
+        parts = list(messages[i].parts)
+        for j, part in enumerate(parts):
+            if isinstance(part, Text) and len(part.text) > limit + _MARKER_CHARS:
+                text, key = _head_and_tail(session, part.text, limit)
+                parts[j] = replace(part, text=text)
+                if key is not None:
+                    keys.append(key)
+                cuts += 1
+        if parts != list(messages[i].parts):
+            messages[i] = replace(messages[i], parts=tuple(parts))
+    if not cuts:
+        return request, (), 0
+    return replace(request, messages=tuple(messages)), tuple(keys), cuts
+
+
+def _head_and_tail(session: Session, text: str, limit: int) -> tuple[str, str | None]:
+    """``text`` cut to about ``limit`` characters of its head and tail around one marker line.
+
+    Not a content-shaped preview: a task says what it wants at its start (a spec,
+    an instruction) or at its end (a question after a pasted log), so both ends
+    are kept verbatim, cut at line boundaries where there are lines.
+    """
+    key, path = _keep(session, text)
+    length = len(text)
+    head = head_end(text, 0, length, int(limit * session.policy.head_ratio))
+    tail = tail_start(text, head, length, limit - head)
+    head = head_end(text, 0, tail, limit - (length - tail))
+    whole_lines = (head == 0 or text[head - 1] == "\n") and (tail == 0 or text[tail - 1] == "\n")
+    if whole_lines:
+        where = f"lines {text.count(chr(10), 0, head) + 1}-{text.count(chr(10), 0, tail)}"
+    else:
+        where = f"chars {head + 1}-{tail}"
+    detail = f"{where} of the task, cut to fit the context window"
+    line = marker_line(tail - head, length, key=key, path=path, detail=detail)
+    nl = newline_of(text)
+    before = text[:head] if head == 0 or text[head - 1] == "\n" else text[:head] + nl
+    return f"{before}{line}{nl}{text[tail:]}", key
 
 
 def _squeezed(session: Session, kept: _Kept, policy: Policy) -> tuple[Request, int, _Kept]:
