@@ -114,34 +114,82 @@ class _Turns:
     # --- calls -----------------------------------------------------------------------
 
     def merge_split_turns(self, entries: list[_Entry]) -> list[_Entry]:
-        """Join an assistant message with calls to the assistant message right after it.
+        """Join an assistant message to the assistant message right after it, when they are one turn.
 
-        Two assistant messages in a row can only be valid when the first has no
-        calls; joined, a parallel batch that was split gets its one slot back.
+        Two assistant messages in a row are joined only on evidence that they
+        are pieces of one response (some loaders and providers write each block
+        of a response as a message of its own):
+
+        - the first has calls, and a result right after the run of assistant
+          messages answers one of them: the model issued both before anything
+          ran, so they were one parallel batch and get their one slot back;
+        - the first has calls and the run ends the history: nothing was run
+          yet, and joined, the calls wait together (nothing is invented);
+        - the first has no calls and the API will not take two model turns in
+          a row (Bedrock's alternation, Gemini's call turn after a model turn).
+
+        Otherwise the first turn's calls were answered before the second was
+        made (a chain of steps whose result was lost), so they stay apart and
+        the missing result goes between them: one repair, and the model is not
+        told a dependent chain ran in parallel.
         """
+        after = self.results_after_runs(entries)
         merged: list[_Entry] = []
-        for entry in entries:
+        for pos, entry in enumerate(entries):
             prev = merged[-1] if merged else None
-            if (
-                prev is not None
-                and prev.message.role == "assistant"
-                and entry.message.role == "assistant"
-                and (
-                    _has_calls(prev.message)
-                    or self.rules.alternation
-                    or (self.rules.call_after_user and _has_calls(entry.message))
-                )
-            ):
-                prev.message = Message(
-                    "assistant",
-                    prev.message.parts + entry.message.parts,
-                    prev.message.extra,
-                    prev.message.form,
-                )
-                self.note("merged_messages", entry.index, detail=f"into message {prev.index}")
+            if prev is None or prev.message.role != "assistant" or entry.message.role != "assistant":
+                merged.append(entry)
                 continue
-            merged.append(entry)
+            if _has_calls(prev.message):
+                results = after[pos]
+                join = results is None or any(
+                    matches(self.rules, call, result)
+                    for call in prev.message.tool_calls()
+                    for result in results
+                )
+            else:
+                join = self.rules.alternation or (self.rules.call_after_user and _has_calls(entry.message))
+            if not join:
+                merged.append(entry)
+                continue
+            prev.message = Message(
+                "assistant",
+                prev.message.parts + entry.message.parts,
+                prev.message.extra,
+                prev.message.form,
+            )
+            self.note("merged_messages", entry.index, detail=f"into message {prev.index}")
         return merged
+
+    @staticmethod
+    def results_after_runs(entries: Sequence[_Entry]) -> list[list[ToolResult] | None]:
+        """For each position in a run of assistant messages, the results right after the run.
+
+        Those are the results in the user-side messages that follow the run, up
+        to the next assistant message; ``None`` when the run ends the history.
+        Positions outside a run get an empty list.
+        """
+        n = len(entries)
+        out: list[list[ToolResult] | None] = [[] for _ in range(n)]
+        pos = 0
+        while pos < n:
+            if entries[pos].message.role != "assistant":
+                pos += 1
+                continue
+            end = pos
+            while end + 1 < n and entries[end + 1].message.role == "assistant":
+                end += 1
+            results: list[ToolResult] | None = None
+            if end + 1 < n:
+                results = []
+                j = end + 1
+                while j < n and entries[j].message.role in USER_SIDE:
+                    results.extend(entries[j].message.tool_results())
+                    j += 1
+            for p in range(pos, end + 1):
+                out[p] = results
+            pos = end + 1
+        return out
 
     def drop_duplicate_calls(self) -> None:
         for entry in self.entries:
@@ -502,7 +550,7 @@ class _Items:
                 continue
             if cpos >= closed and not self.close_pending:
                 continue
-            end = _block_end(entries, cpos, limit[cpos])
+            end = _batch_end(entries, cpos, limit[cpos])
             insert_after.setdefault(end, []).append((n, _Entry(-1, Message("tool", (synthetic(call),)))))
             kind = "closed_pending_call" if cpos >= pending else "synthesized_result"
             self.note(kind, entries[cpos].index, call.id)
@@ -582,6 +630,46 @@ def _block_end(entries: Sequence[_Entry], pos: int, limit: int) -> int:
     while end + 1 < limit and _call_or_output(entries[end + 1].message):
         end += 1
     return end
+
+
+def _batch_end(entries: Sequence[_Entry], pos: int, limit: int) -> int:
+    """Where the synthetic output of the unanswered call at ``pos`` goes.
+
+    Calls in a row are one parallel batch only on evidence (see
+    ``_Turns.merge_split_turns``): an output after the row answers a call of
+    the batch so far. A call with no such evidence was answered before the
+    next call was made, so its output goes right after it; a call of the
+    row's last batch gets it after the outputs, at the end of the block.
+    """
+    start = pos
+    while start > 0 and _only_calls(entries[start - 1].message):
+        start -= 1
+    end = pos
+    while end + 1 < limit and _only_calls(entries[end + 1].message):
+        end += 1
+    if end + 1 >= len(entries):
+        return _block_end(entries, pos, limit)  # nothing ran yet: the calls wait together
+    answered: set[str | None] = set()
+    j = end + 1
+    while j < limit and _call_or_output(entries[j].message):
+        answered.update(r.call_id for r in entries[j].message.tool_results())
+        j += 1
+    group = start
+    for k in range(start, end):
+        batched = any(c.id in answered for e in entries[group : k + 1] for c in e.message.tool_calls())
+        if not batched:
+            if pos <= k:
+                return k
+            group = k + 1
+    return _block_end(entries, pos, limit)
+
+
+def _only_calls(message: Message) -> bool:
+    return (
+        message.role == "assistant"
+        and bool(message.parts)
+        and all(isinstance(p, ToolCall) for p in message.parts)
+    )
 
 
 def _call_or_output(message: Message) -> bool:
