@@ -20,7 +20,7 @@ from ..model import Message, Part, Request, Text, Thinking, ToolCall, ToolResult
 from .check import USER_SIDE, held_on_server, matches, pending_from, rides_with_results
 from .rules import Rules
 
-__all__ = ["SYNTHETIC_TEXT", "Repair", "fix"]
+__all__ = ["SYNTHETIC_TEXT", "Fixed", "Repair", "fix"]
 
 SYNTHETIC_TEXT = (
     "[toolbudget] This tool call was interrupted before its result was recorded, so its outcome is "
@@ -69,17 +69,58 @@ def synthetic(call: ToolCall) -> ToolResult:
     return ToolResult(call.id, (Text(SYNTHETIC_TEXT),), True, call.name)
 
 
-def fix(
-    request: Request, rules: Rules, *, close_pending: bool = False
-) -> tuple[tuple[Message, ...], list[Repair]]:
-    """The repaired messages of ``request`` and the repairs made."""
+@dataclass(frozen=True, slots=True)
+class Fixed:
+    """What :func:`fix` made: the messages, the repairs, and the system prompt when it changed."""
+
+    messages: tuple[Message, ...]
+    repairs: list[Repair]
+    system: tuple[Part, ...] | None = None
+
+
+def fix(request: Request, rules: Rules, *, close_pending: bool = False) -> Fixed:
+    """The repaired messages of ``request`` (and system prompt, if it changed) and the repairs made."""
     entries = [_Entry(i, m) for i, m in enumerate(request.messages)]
     repairs: list[Repair] = []
+    system: tuple[Part, ...] | None = None
+    if not rules.system_role:
+        entries, moved = _system_messages(entries, repairs)
+        if moved:
+            system = request.system + moved
     if rules.carrier == "items":
         out = _Items(rules, entries, repairs, request, close_pending).run()
     else:
         out = _Turns(rules, entries, repairs, close_pending).run()
-    return tuple(e.message for e in out), repairs
+    return Fixed(tuple(e.message for e in out), repairs, system)
+
+
+def _system_messages(entries: list[_Entry], repairs: list[Repair]) -> tuple[list[_Entry], tuple[Part, ...]]:
+    """Take ``system`` messages out of a history whose API refuses them there.
+
+    The fewest changes that keep what the model reads, in the order it reads
+    it: the run of system messages that opens the history, when they hold
+    text only, goes to the end of the top-level system prompt (which the
+    model reads just before the history). Any other system message becomes a
+    user message with the same content: the model still reads it at that
+    point, and nothing is dropped or reworded.
+    """
+    moved: list[Part] = []
+    out: list[_Entry] = []
+    leading = True
+    for entry in entries:
+        message = entry.message
+        if message.role != "system":
+            leading = False
+            out.append(entry)
+            continue
+        if leading and message.parts and all(isinstance(p, Text) for p in message.parts):
+            moved.extend(message.parts)
+            repairs.append(Repair("moved_to_system", entry.index, detail="into the top-level system prompt"))
+            continue
+        leading = False
+        out.append(_Entry(entry.index, Message("user", message.parts, message.extra, message.form)))
+        repairs.append(Repair("system_message_made_user", entry.index))
+    return out, tuple(moved)
 
 
 class _Turns:
