@@ -58,7 +58,7 @@ def test_anthropic_system_text_goes_after_an_existing_system_prompt_and_keeps_it
 
 
 def test_anthropic_system_message_mid_history_becomes_a_user_message() -> None:
-    body = {
+    body: dict[str, Any] = {
         "model": "m",
         "max_tokens": 5,
         "messages": [
