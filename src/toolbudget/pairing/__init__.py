@@ -13,7 +13,7 @@ from typing import Any
 
 from .. import wire
 from ..errors import UnknownAPIError
-from ..jsonio import dumps, to_body
+from ..jsonio import dumps, in_order_of, loads_exact, to_body
 from ..model import Part, Request, Text
 from ..wire._common import tools_for_calls
 from .check import Violation, check, needs_tools
@@ -91,7 +91,9 @@ def validate(body: Any, api: str | None = None) -> list[Violation]:
 def repair(body: Any, api: str | None = None, *, close_pending: bool = False) -> Repaired:
     """Repair the pairing of a request body; never mutates it.
 
-    A body given as JSON bytes or text comes back in the same form.
+    A body given as JSON bytes or text comes back in the same form, with its
+    fields in the caller's order and every number in its own literal text.
+    A dict body's values are carried as the very objects given.
     """
     parsed = to_body(body)
     request = wire.parse(parsed, api)
@@ -99,12 +101,18 @@ def repair(body: Any, api: str | None = None, *, close_pending: bool = False) ->
     if fixed is request:
         # Nothing could be changed, so what is left is all there was (unfixable or none).
         return Repaired(body, (), tuple(violations))
-    out = wire.render(fixed)
     remaining = tuple(check_request(fixed))
-    if isinstance(body, (bytes, bytearray, memoryview)):
-        return Repaired(dumps(out), repairs, remaining)
+    text = isinstance(body, (bytes, bytearray, memoryview, str))
+    exact = loads_exact(body) if text else None
+    if exact is not None:
+        # Some number would not be written back as it came: repair the body read with its
+        # literals (the same repairs, as repair depends on values only) and write those back.
+        fixed, _, _ = _repair(wire.parse(exact, request.api), close_pending)
+    out = in_order_of(parsed, wire.render(fixed))
     if isinstance(body, str):
         return Repaired(dumps(out).decode(), repairs, remaining)
+    if text:
+        return Repaired(dumps(out), repairs, remaining)
     return Repaired(out, repairs, remaining)
 
 
