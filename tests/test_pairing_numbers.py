@@ -86,3 +86,19 @@ def test_kept_literals_are_their_numbers() -> None:
     assert dumps(exact) == b"[1E5,1.50,-0,1.0000000000000000000001,7,2.5]"
     assert pickle.loads(pickle.dumps(exact[0])).literal == "1E5"
     assert loads_exact("[1, 2.5, 1e-7, 100000.0]") is None
+
+
+def test_with_literals_swaps_what_came_from_the_input_and_leaves_the_rest() -> None:
+    from toolbudget.jsonio import loads, with_literals
+
+    raw = b'{"a":{"x":1E5,"n":-0},"b":[1.50,2.5],"t":1E-1,"plain":{"y":3.5}}'
+    parsed = loads(raw)
+    exact = loads_exact(raw)
+    out = {"t": parsed["t"], "a": parsed["a"], "new": {"b": parsed["b"], "z": 1e5}, "plain": parsed["plain"]}
+    swapped = with_literals(out, parsed, exact)
+    assert (
+        dumps(swapped)
+        == b'{"t":1E-1,"a":{"x":1E5,"n":-0},"new":{"b":[1.50,2.5],"z":100000.0},"plain":{"y":3.5}}'
+    )
+    assert swapped["plain"] is parsed["plain"]  # nothing to swap: the very object
+    assert out["a"] is parsed["a"] and type(out["t"]) is float  # out itself is not changed

@@ -40,6 +40,7 @@ __all__ = [
     "parse_exact",
     "to_body",
     "type_name",
+    "with_literals",
 ]
 
 Body = dict[str, Any]
@@ -245,6 +246,63 @@ def _dumps_exact(value: Any, indent: bool) -> bytes:
         return text.encode("utf-8")
     except UnicodeEncodeError as exc:
         raise EncodingError(f"output would hold a lone surrogate at character {exc.start}") from None
+
+
+def with_literals(out: Any, parsed: Any, exact: Any) -> Any:
+    """``out`` with the numbers it carries over from ``parsed`` in their literal text.
+
+    ``parsed`` is a body as :func:`loads` read it and ``exact`` the same bytes
+    read by :func:`loads_exact`; ``out`` was built from ``parsed`` (a repaired
+    or managed body), sharing its untouched objects. Every object of
+    ``parsed`` that holds a kept literal is swapped for its twin in ``exact``,
+    and every float read from a kept literal for that literal, wherever it
+    sits in ``out``. ``out`` itself is not changed: containers on the way are
+    copied. (A ``-0`` sitting alone in a new object reads as ``0``: integers
+    are shared objects, so an integer cannot be told by where it came from.)
+    """
+    twins: dict[int, Any] = {}
+    floats: dict[int, ExactFloat] = {}
+    keep: list[Any] = []  # keeps the ids above from being reused while they are looked up
+
+    def pair(a: Any, b: Any) -> bool:
+        """Record the twins under ``a``/``b``; whether ``b`` holds a kept literal."""
+        if isinstance(b, ExactFloat):
+            floats[id(a)] = b
+            keep.append(a)
+            return True
+        if isinstance(b, ExactInt):
+            return True
+        held = False
+        if isinstance(a, dict) and isinstance(b, dict):
+            for key, value in a.items():
+                held = pair(value, b[key]) or held
+        elif isinstance(a, list) and isinstance(b, list):
+            for x, y in zip(a, b, strict=True):
+                held = pair(x, y) or held
+        if held:
+            twins[id(a)] = b
+            keep.append(a)
+        return held
+
+    def swap(node: Any) -> Any:
+        twin = twins.get(id(node))
+        if twin is not None:
+            return twin
+        if isinstance(node, float):
+            return floats.get(id(node), node)
+        if isinstance(node, dict):
+            items = {k: swap(v) for k, v in node.items()}
+            return items if any(items[k] is not v for k, v in node.items()) else node
+        if isinstance(node, list):
+            values = [swap(v) for v in node]
+            return values if any(x is not y for x, y in zip(values, node, strict=True)) else node
+        return node
+
+    try:
+        pair(parsed, exact)
+        return swap(out)
+    except RecursionError:  # nested past Python's stack: the numbers go out as they were read
+        return out
 
 
 def in_order_of(given: Any, out: Body) -> Body:

@@ -13,7 +13,7 @@ from typing import Any
 
 from .. import wire
 from ..errors import UnknownAPIError
-from ..jsonio import dumps, in_order_of, loads_exact, to_body
+from ..jsonio import dumps, in_order_of, loads_exact, to_body, with_literals
 from ..model import Part, Request, Text
 from ..wire._common import tools_for_calls
 from .check import Violation, check, needs_tools
@@ -102,13 +102,12 @@ def repair(body: Any, api: str | None = None, *, close_pending: bool = False) ->
         # Nothing could be changed, so what is left is all there was (unfixable or none).
         return Repaired(body, (), tuple(violations))
     remaining = tuple(check_request(fixed))
+    out = in_order_of(parsed, wire.render(fixed))
     text = isinstance(body, (bytes, bytearray, memoryview, str))
     exact = loads_exact(body) if text else None
     if exact is not None:
-        # Some number would not be written back as it came: repair the body read with its
-        # literals (the same repairs, as repair depends on values only) and write those back.
-        fixed, _, _ = _repair(wire.parse(exact, request.api), close_pending)
-    out = in_order_of(parsed, wire.render(fixed))
+        # Some number would not be written back as it came: write its own literal instead.
+        out = with_literals(out, parsed, exact)
     if isinstance(body, str):
         return Repaired(dumps(out).decode(), repairs, remaining)
     if text:
