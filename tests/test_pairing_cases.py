@@ -258,7 +258,8 @@ def test_responses_output_is_not_placed_among_trailing_calls() -> None:
     b = responses(fc("a"), fc("x"), fo("x"), fc("p"))
     repaired = settled(b, "openai-responses")
     assert [r.kind for r in repaired.repairs] == ["synthesized_result"]
-    assert [i.get("call_id") for i in repaired.body["input"][1:]] == ["a", "x", "x", "a", "p"]
+    # No output after the row answers `a`, so `a` ran before `x` was made: its output goes right after it.
+    assert [i.get("call_id") for i in repaired.body["input"][1:]] == ["a", "a", "x", "x", "p"]
 
 
 PARTLY_ANSWERED_PENDING = {

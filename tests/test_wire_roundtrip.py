@@ -418,7 +418,7 @@ SHAPE_ERRORS: list[tuple[str, Any, str]] = [
     ("openai-responses", {"input": [{"type": "reasoning", "id": "rs", "summary": "x"}]}, "input.0.summary"),
     ("openai-responses", {"input": "x", "instructions": 1}, "instructions"),
     ("gemini", {"model": "m"}, ""),
-    ("gemini", {"contents": [{"role": "system", "parts": []}]}, "contents.0.role"),
+    ("gemini", {"contents": [{"role": "robot", "parts": []}]}, "contents.0.role"),
     ("gemini", {"contents": [{"role": "user", "parts": [{"video": {}}]}]}, "contents.0.parts.0"),
     ("gemini", {"contents": [{"role": "user", "parts": [{"text": 5}]}]}, "contents.0.parts.0.text"),
     (

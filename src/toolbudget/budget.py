@@ -33,6 +33,7 @@ from .compaction import (
 )
 from .compaction import summarize as summarize_result
 from .errors import StoreError
+from .inplace import with_text
 from .jsonio import dumps
 from .marker import find_markers, is_recall_tool, marker_line
 from .model import Data, Message, Part, Request, Text, Thinking, ToolCall, ToolResult
@@ -158,19 +159,13 @@ def result_text(result: ToolResult) -> str | None:
 def _with_text(result: ToolResult, text: str) -> ToolResult:
     """The result with its text replaced where its text was.
 
-    The cut text takes the place of the first text block, with that block's
-    own fields (a ``cache_control`` breakpoint stays where the caller put it);
-    images and other blocks keep their places around it.
+    Text blocks in a row become one block in their place, with the first
+    block's own fields and the breakpoint (``cache_control``) of the last one
+    that had one; where images or other blocks sit between text blocks, the
+    cut is split back so every piece stays on its side of them. See
+    :mod:`toolbudget.inplace`.
     """
-    content: list[Part] = []
-    placed = False
-    for part in result.content:
-        if not isinstance(part, (Text, Data)):
-            content.append(part)
-        elif not placed:
-            placed = True
-            content.append(replace(part, text=text) if isinstance(part, Text) else Text(text))
-    return replace(result, content=tuple(content))
+    return with_text(result, text)
 
 
 def _slots(request: Request, policy: Policy, archive: Archive | None) -> list[_Slot]:

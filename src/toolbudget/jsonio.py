@@ -8,18 +8,40 @@ orjson also has limits a body may pass: it reads integers beyond 64 bits as
 floats, and will not write them, nor values nested more than 254 deep. A body
 is never altered for that: those (rare) bodies go through the standard
 library, which keeps every integer exact.
+
+A number's value survives any parse, but its spelling does not: ``1E5`` is
+read as ``100000.0`` and written back that way, and
+``1.0000000000000000000001`` becomes ``1.0``. A body that must be written
+again after a change reads its numbers with :func:`loads_exact`, which keeps
+the literal of every number that would not be written back as it came
+(:class:`ExactFloat`, :class:`ExactInt`), and :func:`dumps` writes those
+literals back verbatim. The common path (no change, or only plainly written
+numbers) never pays for it.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 import orjson
 
 from .errors import EncodingError, InvalidJSON, ShapeError
 
-__all__ = ["Body", "dumps", "loads", "parse_exact", "to_body", "type_name"]
+__all__ = [
+    "Body",
+    "ExactFloat",
+    "ExactInt",
+    "dumps",
+    "in_order_of",
+    "loads",
+    "loads_exact",
+    "parse_exact",
+    "to_body",
+    "type_name",
+    "with_literals",
+]
 
 Body = dict[str, Any]
 
@@ -55,15 +77,96 @@ def loads(data: bytes | bytearray | memoryview | str, *, what: str = "input") ->
     return parse_exact(bytes(data), value)
 
 
+class ExactFloat(float):
+    """A JSON number read with its literal text, which :func:`dumps` writes back verbatim.
+
+    It is the float the literal denotes, so it compares, hashes and computes as
+    that float; only its spelling (``1E5``, ``1.50``, more digits than a double
+    holds) is kept apart.
+    """
+
+    literal: str
+
+    def __new__(cls, literal: str) -> ExactFloat:
+        number = super().__new__(cls, literal)
+        number.literal = literal
+        return number
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (ExactFloat, (self.literal,))
+
+
+class ExactInt(int):
+    """An integer whose literal is not how it is written back (``-0``); kept like :class:`ExactFloat`."""
+
+    literal: str
+
+    def __new__(cls, literal: str) -> ExactInt:
+        number = super().__new__(cls, literal)
+        number.literal = literal
+        return number
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (ExactInt, (self.literal,))
+
+
+def loads_exact(data: bytes | bytearray | memoryview | str) -> Any | None:
+    """``data`` read with every number's literal kept where writing it back would change it.
+
+    ``None`` when there is no such number, so the caller keeps its fast
+    reading. ``data`` must be JSON that :func:`loads` accepted.
+    """
+    found = False
+
+    def read_float(literal: str) -> float:
+        nonlocal found
+        value = float(literal)
+        try:
+            if orjson.dumps(value).decode() == literal:
+                return value
+        except TypeError:  # inf or nan from an out-of-range literal: only the literal can say it
+            pass
+        found = True
+        return ExactFloat(literal)
+
+    def read_int(literal: str) -> int:
+        nonlocal found
+        value = int(literal)
+        if str(value) == literal:
+            return value
+        found = True
+        return ExactInt(literal)
+
+    text = data if isinstance(data, str) else bytes(data).decode("utf-8")
+    value = json.loads(text, parse_float=read_float, parse_int=read_int)
+    return value if found else None
+
+
+def _default(value: Any) -> Any:
+    """What orjson cannot write itself: kept literals verbatim, other subclasses as their base type."""
+    if isinstance(value, (ExactFloat, ExactInt)):
+        return orjson.Fragment(value.literal)
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, str):
+        return str(value)
+    if isinstance(value, dict):
+        return dict(value)
+    if isinstance(value, list):
+        return list(value)
+    raise TypeError(f"Type is not JSON serializable: {type(value).__name__}")
+
+
 def dumps(value: Any, *, indent: bool = False) -> bytes:
     """Serialise deterministically (sorted keys are NOT used: key order is the caller's).
 
+    Numbers read by :func:`loads_exact` are written in their own literal.
     Raises :class:`EncodingError` for text that is not valid UTF-8 and
     :class:`ShapeError` for a value JSON cannot hold.
     """
-    option = orjson.OPT_INDENT_2 if indent else 0
+    option = orjson.OPT_PASSTHROUGH_SUBCLASS | (orjson.OPT_INDENT_2 if indent else 0)
     try:
-        return orjson.dumps(value, option=option)
+        return orjson.dumps(value, option=option, default=_default)
     except TypeError as exc:
         text = str(exc)
         if "surrogate" in text or "UTF-8" in text:
@@ -71,6 +174,57 @@ def dumps(value: Any, *, indent: bool = False) -> bytes:
         if "64-bit" in text or "Recursion" in text:
             return _dumps_exact(value, indent)
         raise ShapeError(f"a value cannot be written as JSON: {text}") from None
+
+
+class _Encoder(json.JSONEncoder):
+    """The standard library's encoder, writing kept literals verbatim.
+
+    Its C encoder writes every float through ``float.__repr__``, so the pure
+    Python one is used, with a float writer that knows kept literals.
+    """
+
+    def iterencode(self, o: Any, _one_shot: bool = False) -> Any:
+        def floatstr(number: float) -> str:
+            if isinstance(number, ExactFloat):
+                return number.literal
+            if not math.isfinite(number):
+                raise ValueError(f"Out of range float values are not JSON compliant: {number!r}")
+            return float.__repr__(number)
+
+        markers: dict[int, Any] | None = {} if self.check_circular else None
+        encode = (
+            json.encoder.py_encode_basestring
+            if not self.ensure_ascii
+            else json.encoder.py_encode_basestring_ascii
+        )
+        indent = " " * self.indent if isinstance(self.indent, int) else self.indent
+        return json.encoder._make_iterencode(  # type: ignore[attr-defined]
+            markers,
+            self.default,
+            encode,
+            indent,
+            floatstr,
+            self.key_separator,
+            self.item_separator,
+            self.sort_keys,
+            self.skipkeys,
+            _one_shot,
+            _intstr=lambda n: n.literal if isinstance(n, ExactInt) else int.__repr__(n),
+        )(o, 0)
+
+
+def _has_literals(value: Any) -> bool:
+    """Whether a value holds a kept literal anywhere (checked only on the rare standard-library path)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, (ExactFloat, ExactInt)):
+            return True
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
 
 
 def _dumps_exact(value: Any, indent: bool) -> bytes:
@@ -82,6 +236,7 @@ def _dumps_exact(value: Any, indent: bool) -> bytes:
             allow_nan=False,
             indent=2 if indent else None,
             separators=(",", ": ") if indent else (",", ":"),
+            cls=_Encoder if _has_literals(value) else None,
         )
     except RecursionError:
         raise ShapeError("a value is nested too deeply to be written as JSON") from None
@@ -91,6 +246,75 @@ def _dumps_exact(value: Any, indent: bool) -> bytes:
         return text.encode("utf-8")
     except UnicodeEncodeError as exc:
         raise EncodingError(f"output would hold a lone surrogate at character {exc.start}") from None
+
+
+def with_literals(out: Any, parsed: Any, exact: Any) -> Any:
+    """``out`` with the numbers it carries over from ``parsed`` in their literal text.
+
+    ``parsed`` is a body as :func:`loads` read it and ``exact`` the same bytes
+    read by :func:`loads_exact`; ``out`` was built from ``parsed`` (a repaired
+    or managed body), sharing its untouched objects. Every object of
+    ``parsed`` that holds a kept literal is swapped for its twin in ``exact``,
+    and every float read from a kept literal for that literal, wherever it
+    sits in ``out``. ``out`` itself is not changed: containers on the way are
+    copied. (A ``-0`` sitting alone in a new object reads as ``0``: integers
+    are shared objects, so an integer cannot be told by where it came from.)
+    """
+    twins: dict[int, Any] = {}
+    floats: dict[int, ExactFloat] = {}
+    keep: list[Any] = []  # keeps the ids above from being reused while they are looked up
+
+    def pair(a: Any, b: Any) -> bool:
+        """Record the twins under ``a``/``b``; whether ``b`` holds a kept literal."""
+        if isinstance(b, ExactFloat):
+            floats[id(a)] = b
+            keep.append(a)
+            return True
+        if isinstance(b, ExactInt):
+            return True
+        held = False
+        if isinstance(a, dict) and isinstance(b, dict):
+            for key, value in a.items():
+                held = pair(value, b[key]) or held
+        elif isinstance(a, list) and isinstance(b, list):
+            for x, y in zip(a, b, strict=True):
+                held = pair(x, y) or held
+        if held:
+            twins[id(a)] = b
+            keep.append(a)
+        return held
+
+    def swap(node: Any) -> Any:
+        twin = twins.get(id(node))
+        if twin is not None:
+            return twin
+        if isinstance(node, float):
+            return floats.get(id(node), node)
+        if isinstance(node, dict):
+            items = {k: swap(v) for k, v in node.items()}
+            return items if any(items[k] is not v for k, v in node.items()) else node
+        if isinstance(node, list):
+            values = [swap(v) for v in node]
+            return values if any(x is not y for x, y in zip(values, node, strict=True)) else node
+        return node
+
+    try:
+        pair(parsed, exact)
+        return swap(out)
+    except RecursionError:  # nested past Python's stack: the numbers go out as they were read
+        return out
+
+
+def in_order_of(given: Any, out: Body) -> Body:
+    """``out`` with its fields in the order ``given`` (the caller's body) has them, new fields last.
+
+    A body written again after a change then reads like the one it came from, field for field.
+    """
+    if not isinstance(given, dict) or list(out) == [k for k in given if k in out]:
+        return out
+    ordered = {k: out[k] for k in given if k in out}
+    ordered.update((k, v) for k, v in out.items() if k not in ordered)
+    return ordered
 
 
 def to_body(body: Any, *, what: str = "body") -> Body:

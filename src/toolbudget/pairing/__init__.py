@@ -13,8 +13,8 @@ from typing import Any
 
 from .. import wire
 from ..errors import UnknownAPIError
-from ..jsonio import dumps, to_body
-from ..model import Request
+from ..jsonio import dumps, in_order_of, loads_exact, to_body, with_literals
+from ..model import Part, Request, Text
 from ..wire._common import tools_for_calls
 from .check import Violation, check, needs_tools
 from .fix import SYNTHETIC_TEXT, Repair, fix
@@ -70,8 +70,11 @@ def _repair(request: Request, close_pending: bool) -> tuple[Request, tuple[Repai
     violations = check(request, rules)
     if not violations and not (close_pending and _has_pending(request, rules)):
         return request, (), violations
-    messages, repairs = fix(request, rules, close_pending=close_pending)
-    fixed = replace(request, messages=messages) if repairs else request
+    made = fix(request, rules, close_pending=close_pending)
+    repairs = made.repairs
+    fixed = replace(request, messages=made.messages) if repairs else request
+    if made.system is not None:
+        fixed = replace(fixed, system=made.system, form=_system_form(request, made.system))
     if rules.tools_required and needs_tools(fixed):
         tools = tools_for_calls(fixed.messages)
         if tools:
@@ -88,7 +91,9 @@ def validate(body: Any, api: str | None = None) -> list[Violation]:
 def repair(body: Any, api: str | None = None, *, close_pending: bool = False) -> Repaired:
     """Repair the pairing of a request body; never mutates it.
 
-    A body given as JSON bytes or text comes back in the same form.
+    A body given as JSON bytes or text comes back in the same form, with its
+    fields in the caller's order and every number in its own literal text.
+    A dict body's values are carried as the very objects given.
     """
     parsed = to_body(body)
     request = wire.parse(parsed, api)
@@ -96,13 +101,32 @@ def repair(body: Any, api: str | None = None, *, close_pending: bool = False) ->
     if fixed is request:
         # Nothing could be changed, so what is left is all there was (unfixable or none).
         return Repaired(body, (), tuple(violations))
-    out = wire.render(fixed)
     remaining = tuple(check_request(fixed))
-    if isinstance(body, (bytes, bytearray, memoryview)):
-        return Repaired(dumps(out), repairs, remaining)
+    out = in_order_of(parsed, wire.render(fixed))
+    text = isinstance(body, (bytes, bytearray, memoryview, str))
+    exact = loads_exact(body) if text else None
+    if exact is not None:
+        # Some number would not be written back as it came: write its own literal instead.
+        out = with_literals(out, parsed, exact)
     if isinstance(body, str):
         return Repaired(dumps(out).decode(), repairs, remaining)
+    if text:
+        return Repaired(dumps(out), repairs, remaining)
     return Repaired(out, repairs, remaining)
+
+
+def _system_form(request: Request, system: tuple[Part, ...]) -> tuple[str, ...]:
+    """The request's form hints once text moved into its top-level system prompt.
+
+    A request that had no system prompt gets one in the plainest spelling its
+    wire has (a string where it takes one and the text was a plain string).
+    """
+    if request.system:
+        return request.form
+    form = tuple(f for f in request.form if f not in ("system", "system:str"))
+    if len(system) == 1 and isinstance(system[0], Text) and not system[0].extra:
+        return (*form, "system", "system:str") if request.api == "anthropic" else (*form, "system")
+    return (*form, "system")
 
 
 def _api(request: Request) -> str:

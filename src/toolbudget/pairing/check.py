@@ -92,6 +92,8 @@ class _Checker:
         else:
             self.turns()
         self.call_ids()
+        if not self.rules.system_role:
+            self.system_messages()
         if self.rules.alternation:
             self.alternation()
         if self.rules.thinking_first and thinking_enabled(self.request):
@@ -255,6 +257,15 @@ class _Checker:
                     self.add("duplicate_call_id", self.loc(i, "content", k), i, part.id, ids=part.id)
                 here.add(part.id)
                 seen.add(part.id)
+
+    def system_messages(self) -> None:
+        """A ``system`` message in a history whose API takes the system prompt only at the top level."""
+        for i, message in enumerate(self.messages):
+            if message.role != "system":
+                continue
+            # Anthropic names the list, not the message.
+            where = self.rules.list_name if self.rules.api == "anthropic" else self.loc(i, "role")
+            self.add("system_role", where, i, member=f"{self.rules.list_name}.{i}.member")
 
     def alternation(self) -> None:
         msgs = self.messages

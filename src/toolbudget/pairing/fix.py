@@ -20,7 +20,7 @@ from ..model import Message, Part, Request, Text, Thinking, ToolCall, ToolResult
 from .check import USER_SIDE, held_on_server, matches, pending_from, rides_with_results
 from .rules import Rules
 
-__all__ = ["SYNTHETIC_TEXT", "Repair", "fix"]
+__all__ = ["SYNTHETIC_TEXT", "Fixed", "Repair", "fix"]
 
 SYNTHETIC_TEXT = (
     "[toolbudget] This tool call was interrupted before its result was recorded, so its outcome is "
@@ -69,17 +69,58 @@ def synthetic(call: ToolCall) -> ToolResult:
     return ToolResult(call.id, (Text(SYNTHETIC_TEXT),), True, call.name)
 
 
-def fix(
-    request: Request, rules: Rules, *, close_pending: bool = False
-) -> tuple[tuple[Message, ...], list[Repair]]:
-    """The repaired messages of ``request`` and the repairs made."""
+@dataclass(frozen=True, slots=True)
+class Fixed:
+    """What :func:`fix` made: the messages, the repairs, and the system prompt when it changed."""
+
+    messages: tuple[Message, ...]
+    repairs: list[Repair]
+    system: tuple[Part, ...] | None = None
+
+
+def fix(request: Request, rules: Rules, *, close_pending: bool = False) -> Fixed:
+    """The repaired messages of ``request`` (and system prompt, if it changed) and the repairs made."""
     entries = [_Entry(i, m) for i, m in enumerate(request.messages)]
     repairs: list[Repair] = []
+    system: tuple[Part, ...] | None = None
+    if not rules.system_role:
+        entries, moved = _system_messages(entries, repairs)
+        if moved:
+            system = request.system + moved
     if rules.carrier == "items":
         out = _Items(rules, entries, repairs, request, close_pending).run()
     else:
         out = _Turns(rules, entries, repairs, close_pending).run()
-    return tuple(e.message for e in out), repairs
+    return Fixed(tuple(e.message for e in out), repairs, system)
+
+
+def _system_messages(entries: list[_Entry], repairs: list[Repair]) -> tuple[list[_Entry], tuple[Part, ...]]:
+    """Take ``system`` messages out of a history whose API refuses them there.
+
+    The fewest changes that keep what the model reads, in the order it reads
+    it: the run of system messages that opens the history, when they hold
+    text only, goes to the end of the top-level system prompt (which the
+    model reads just before the history). Any other system message becomes a
+    user message with the same content: the model still reads it at that
+    point, and nothing is dropped or reworded.
+    """
+    moved: list[Part] = []
+    out: list[_Entry] = []
+    leading = True
+    for entry in entries:
+        message = entry.message
+        if message.role != "system":
+            leading = False
+            out.append(entry)
+            continue
+        if leading and message.parts and all(isinstance(p, Text) for p in message.parts):
+            moved.extend(message.parts)
+            repairs.append(Repair("moved_to_system", entry.index, detail="into the top-level system prompt"))
+            continue
+        leading = False
+        out.append(_Entry(entry.index, Message("user", message.parts, message.extra, message.form)))
+        repairs.append(Repair("system_message_made_user", entry.index))
+    return out, tuple(moved)
 
 
 class _Turns:
@@ -114,34 +155,82 @@ class _Turns:
     # --- calls -----------------------------------------------------------------------
 
     def merge_split_turns(self, entries: list[_Entry]) -> list[_Entry]:
-        """Join an assistant message with calls to the assistant message right after it.
+        """Join an assistant message to the assistant message right after it, when they are one turn.
 
-        Two assistant messages in a row can only be valid when the first has no
-        calls; joined, a parallel batch that was split gets its one slot back.
+        Two assistant messages in a row are joined only on evidence that they
+        are pieces of one response (some loaders and providers write each block
+        of a response as a message of its own):
+
+        - the first has calls, and a result right after the run of assistant
+          messages answers one of them: the model issued both before anything
+          ran, so they were one parallel batch and get their one slot back;
+        - the first has calls and the run ends the history: nothing was run
+          yet, and joined, the calls wait together (nothing is invented);
+        - the first has no calls and the API will not take two model turns in
+          a row (Bedrock's alternation, Gemini's call turn after a model turn).
+
+        Otherwise the first turn's calls were answered before the second was
+        made (a chain of steps whose result was lost), so they stay apart and
+        the missing result goes between them: one repair, and the model is not
+        told a dependent chain ran in parallel.
         """
+        after = self.results_after_runs(entries)
         merged: list[_Entry] = []
-        for entry in entries:
+        for pos, entry in enumerate(entries):
             prev = merged[-1] if merged else None
-            if (
-                prev is not None
-                and prev.message.role == "assistant"
-                and entry.message.role == "assistant"
-                and (
-                    _has_calls(prev.message)
-                    or self.rules.alternation
-                    or (self.rules.call_after_user and _has_calls(entry.message))
-                )
-            ):
-                prev.message = Message(
-                    "assistant",
-                    prev.message.parts + entry.message.parts,
-                    prev.message.extra,
-                    prev.message.form,
-                )
-                self.note("merged_messages", entry.index, detail=f"into message {prev.index}")
+            if prev is None or prev.message.role != "assistant" or entry.message.role != "assistant":
+                merged.append(entry)
                 continue
-            merged.append(entry)
+            if _has_calls(prev.message):
+                results = after[pos]
+                join = results is None or any(
+                    matches(self.rules, call, result)
+                    for call in prev.message.tool_calls()
+                    for result in results
+                )
+            else:
+                join = self.rules.alternation or (self.rules.call_after_user and _has_calls(entry.message))
+            if not join:
+                merged.append(entry)
+                continue
+            prev.message = Message(
+                "assistant",
+                prev.message.parts + entry.message.parts,
+                prev.message.extra,
+                prev.message.form,
+            )
+            self.note("merged_messages", entry.index, detail=f"into message {prev.index}")
         return merged
+
+    @staticmethod
+    def results_after_runs(entries: Sequence[_Entry]) -> list[list[ToolResult] | None]:
+        """For each position in a run of assistant messages, the results right after the run.
+
+        Those are the results in the user-side messages that follow the run, up
+        to the next assistant message; ``None`` when the run ends the history.
+        Positions outside a run get an empty list.
+        """
+        n = len(entries)
+        out: list[list[ToolResult] | None] = [[] for _ in range(n)]
+        pos = 0
+        while pos < n:
+            if entries[pos].message.role != "assistant":
+                pos += 1
+                continue
+            end = pos
+            while end + 1 < n and entries[end + 1].message.role == "assistant":
+                end += 1
+            results: list[ToolResult] | None = None
+            if end + 1 < n:
+                results = []
+                j = end + 1
+                while j < n and entries[j].message.role in USER_SIDE:
+                    results.extend(entries[j].message.tool_results())
+                    j += 1
+            for p in range(pos, end + 1):
+                out[p] = results
+            pos = end + 1
+        return out
 
     def drop_duplicate_calls(self) -> None:
         for entry in self.entries:
@@ -502,7 +591,7 @@ class _Items:
                 continue
             if cpos >= closed and not self.close_pending:
                 continue
-            end = _block_end(entries, cpos, limit[cpos])
+            end = _batch_end(entries, cpos, limit[cpos])
             insert_after.setdefault(end, []).append((n, _Entry(-1, Message("tool", (synthetic(call),)))))
             kind = "closed_pending_call" if cpos >= pending else "synthesized_result"
             self.note(kind, entries[cpos].index, call.id)
@@ -582,6 +671,46 @@ def _block_end(entries: Sequence[_Entry], pos: int, limit: int) -> int:
     while end + 1 < limit and _call_or_output(entries[end + 1].message):
         end += 1
     return end
+
+
+def _batch_end(entries: Sequence[_Entry], pos: int, limit: int) -> int:
+    """Where the synthetic output of the unanswered call at ``pos`` goes.
+
+    Calls in a row are one parallel batch only on evidence (see
+    ``_Turns.merge_split_turns``): an output after the row answers a call of
+    the batch so far. A call with no such evidence was answered before the
+    next call was made, so its output goes right after it; a call of the
+    row's last batch gets it after the outputs, at the end of the block.
+    """
+    start = pos
+    while start > 0 and _only_calls(entries[start - 1].message):
+        start -= 1
+    end = pos
+    while end + 1 < limit and _only_calls(entries[end + 1].message):
+        end += 1
+    if end + 1 >= len(entries):
+        return _block_end(entries, pos, limit)  # nothing ran yet: the calls wait together
+    answered: set[str | None] = set()
+    j = end + 1
+    while j < limit and _call_or_output(entries[j].message):
+        answered.update(r.call_id for r in entries[j].message.tool_results())
+        j += 1
+    group = start
+    for k in range(start, end):
+        batched = any(c.id in answered for e in entries[group : k + 1] for c in e.message.tool_calls())
+        if not batched:
+            if pos <= k:
+                return k
+            group = k + 1
+    return _block_end(entries, pos, limit)
+
+
+def _only_calls(message: Message) -> bool:
+    return (
+        message.role == "assistant"
+        and bool(message.parts)
+        and all(isinstance(p, ToolCall) for p in message.parts)
+    )
 
 
 def _call_or_output(message: Message) -> bool:

@@ -41,6 +41,9 @@ class Rules:
     thinking_first: bool = False
     tools_required: bool = False
     """Tool blocks in the history need tool definitions in the request."""
+    system_role: bool = True
+    """Whether a ``system`` message may sit in the history; where not, the API takes the
+    system prompt only in its own top-level field."""
     signature_keys: tuple[str, ...] = ()
     """Fields of a call that hold a signature the provider checks (Gemini's ``thoughtSignature``):
     a call that is dropped hands them on instead of losing them."""
@@ -69,6 +72,11 @@ _ANTHROPIC_TEXTS = {
         "`tool_use` and `tool_result` blocks). To avoid this requirement, disable `thinking`."
     ),
 }
+
+_ANTHROPIC_TEXTS["system_role"] = (
+    'Unexpected role "system". The Messages API accepts a top-level `system` parameter, '
+    'not "system" as an input message role.'
+)
 
 _ANTHROPIC_TEXTS["tools_required"] = (
     "Requests which include `tool_use` or `tool_result` blocks must define tools."
@@ -115,6 +123,7 @@ _GEMINI_TEXTS = {
         "Please ensure that function call turn comes immediately after a user turn or after a function "
         "response turn."
     ),
+    "system_role": "Please use a valid role: user, model.",
 }
 
 _BEDROCK_TEXTS = {
@@ -141,6 +150,10 @@ _BEDROCK_TEXTS = {
     "tools_required": (
         "The toolConfig field must be defined when using toolUse and toolResult content blocks."
     ),
+    "system_role": (
+        "1 validation error detected: Value 'system' at '{member}.role' failed to satisfy constraint: "
+        "Member must satisfy enum value set: [user, assistant]"
+    ),
     "first_user": (
         "A conversation must start with a user message. Try again with a conversation that starts with "
         "a user message."
@@ -154,6 +167,7 @@ RULES: dict[str, Rules] = {
         "anthropic",
         "messages",
         "user-message",
+        system_role=False,
         results_first=True,
         unique_ids=True,
         id_pattern=_SAFE_ID,
@@ -167,6 +181,7 @@ RULES: dict[str, Rules] = {
         "gemini",
         "contents",
         "user-message",
+        system_role=False,
         match_by_name=True,
         results_first=True,
         equal_counts=True,
@@ -178,6 +193,7 @@ RULES: dict[str, Rules] = {
         "bedrock-converse",
         "messages",
         "user-message",
+        system_role=False,
         results_first=True,
         unique_ids=True,
         id_pattern=_SAFE_ID,

@@ -53,6 +53,9 @@ __all__ = ["API", "parse", "render"]
 API = "anthropic"
 
 _ROLES: dict[str, Role] = {"user": "user", "assistant": "assistant", "system": "system"}
+# `system` is read so that validation can report it the way the API does and repair can move
+# it; the API itself takes only these two in `messages`.
+_API_ROLES = ("assistant", "user")
 
 # Block types the API documents that we carry without modelling.
 OPAQUE_TYPES = frozenset(
@@ -135,7 +138,7 @@ def _parse_message(raw: Any, loc: str) -> Message:
     raw_role = wire.get("role")
     role = _ROLES.get(raw_role) if isinstance(raw_role, str) else None
     if role is None:
-        raise unknown("role", wire.get("role"), f"{loc}.role", _ROLES)
+        raise unknown("role", wire.get("role"), f"{loc}.role", _API_ROLES)
     if "content" not in wire:
         raise ShapeError("a message needs `content`", location=loc)
     content = wire["content"]

@@ -63,8 +63,10 @@ __all__ = ["API", "adapt", "parse", "render"]
 
 API = "bedrock-converse"
 
-# The service model also lists `system` among conversation roles.
+# `system` is read so that validation can report it the way the service does and repair can
+# move it; the service's ConversationRole takes only these two.
 _ROLES: dict[str, Role] = {"user": "user", "assistant": "assistant", "system": "system"}
+_API_ROLES = ("assistant", "user")
 
 _MIME: dict[str, dict[str, str]] = {
     "image": {"png": "image/png", "jpeg": "image/jpeg", "gif": "image/gif", "webp": "image/webp"},
@@ -172,7 +174,7 @@ def _parse_message(raw: Any, loc: str) -> Message:
     wire_role = wire.get("role")
     role = _ROLES.get(wire_role) if isinstance(wire_role, str) else None
     if role is None:
-        raise unknown("role", wire.get("role"), f"{loc}.role", _ROLES)
+        raise unknown("role", wire.get("role"), f"{loc}.role", _API_ROLES)
     blocks = expect_list(wire.get("content"), f"{loc}.content")
     parts = tuple(_parse_block(b, f"{loc}.content.{j}", BLOCK_KEYS) for j, b in enumerate(blocks))
     return set_origin(Message(role, parts, rest(wire, _K_MESSAGE)), API, wire)

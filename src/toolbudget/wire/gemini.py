@@ -67,6 +67,9 @@ SKIP_SIGNATURE = "skip_thought_signature_validator"
 """The documented stand-in signature for calls from histories built elsewhere."""
 
 _ROLES: dict[str, Role] = {"user": "user", "model": "assistant", "function": "tool", "tool": "tool"}
+# A `system` content is read (not refused) so that validation can report it the way the API
+# does and repair can move it into `systemInstruction`; it is not a role the API takes.
+_READ_ROLES: dict[str, Role] = {**_ROLES, "system": "system"}
 
 # A part's data field, in either spelling -> (camelCase name, spelt in snake_case?).
 _DATA_FIELDS = (
@@ -162,7 +165,7 @@ def _parse_content(raw: Any, loc: str) -> Message:
     form: list[str] = []
     if "role" in wire:
         wire_role = wire["role"]
-        role = _ROLES.get(wire_role) if isinstance(wire_role, str) else None
+        role = _READ_ROLES.get(wire_role) if isinstance(wire_role, str) else None
         if role is None:
             raise unknown("role", wire_role, f"{loc}.role", _ROLES)
         if role == "tool":
@@ -387,6 +390,8 @@ def _render_content(message: Message) -> Any:
         out["role"] = "function"
     elif role == "tool" and "role:tool" in form:
         out["role"] = "tool"
+    elif role == "system":
+        out["role"] = "system"  # as it came: validation reports it, repair moves it
     elif "role:absent" not in form or role != "user":
         out["role"] = "user"
     if message.parts or "parts:absent" not in form:
