@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from toolbudget import to_request, validate, wire
 from toolbudget.budget import MIN_PREVIEW_CHARS, result_text
 from toolbudget.errors import InputError
+from toolbudget.jsonio import dumps
 from toolbudget.marker import MARKER_RE, find_markers
 from toolbudget.model import Conversation, Message, Text, ToolCall, ToolResult
 from toolbudget.policy import Policy
@@ -418,3 +419,18 @@ def test_a_gemini_response_under_its_own_key_is_cut_under_it() -> None:
         assert list(response) == ["result"]
         marker = MARKER_RE.search(response["result"])
         assert marker is not None and session.original(marker.group("key")) == big
+
+
+def test_a_managed_body_given_as_bytes_keeps_its_numbers_and_field_order() -> None:
+    body = _one_result_body("n\n" * 20_000)
+    raw = dumps(body).decode()
+    raw = raw.replace(
+        '"max_tokens":4096', '"max_tokens":4096,"temperature":1E-1,"top_p":1.0000000000000000000001'
+    )
+    raw = '{"z_first":1.50,' + raw[1:]
+    with Session("numbers", store="memory:") as session:
+        managed = session.manage(raw.encode(), "anthropic")
+    out = managed.body
+    assert isinstance(out, bytes) and managed.report.results_cut == 1
+    assert out.startswith(b'{"z_first":1.50,')
+    assert b'"temperature":1E-1,"top_p":1.0000000000000000000001' in out

@@ -32,7 +32,7 @@ from . import wire
 from .budget import Archive, Budgeted, Cut, Unreachable, enforce, message_chars
 from .compaction import Schedule
 from .errors import InputError, NotFoundError, StoreConfigError, StoreError
-from .jsonio import dumps, to_body
+from .jsonio import dumps, in_order_of, loads_exact, to_body, with_literals
 from .marker import RECALL_TOOL
 from .model import Request, Text, ToolCall, ToolResult
 from .pairing import Repair, repair_request
@@ -179,18 +179,6 @@ class _Last:
     report: Report
     repeat_report: Report
     """The report of answering it again: nothing new was written."""
-
-
-def _in_order_of(given: Mapping[str, Any], out: dict[str, Any]) -> dict[str, Any]:
-    """``out`` with its fields in the order the caller gave them, new fields last.
-
-    A body that changed then still reads like the one sent before it, field for field.
-    """
-    if list(out) == [k for k in given if k in out]:
-        return out
-    ordered = {k: out[k] for k in given if k in out}
-    ordered.update((k, v) for k, v in out.items() if k not in ordered)
-    return ordered
 
 
 def _same_request(a: Request, b: Request) -> bool:
@@ -414,7 +402,12 @@ class Session:
             self._notify(report)
         else:
             fixed, report = self._pipeline(request)
-            out = None if fixed is request else _in_order_of(parsed, wire.render(fixed))
+            out = None if fixed is request else in_order_of(parsed, wire.render(fixed))
+            if out is not None and isinstance(body, (bytes, bytearray, memoryview, str)):
+                exact = loads_exact(body)
+                if exact is not None:
+                    # Some number would not be written back as it came: write its own literal.
+                    out = with_literals(out, parsed, exact)
             self._last = _Last(request, self.policy, out, report, replace(report, keys_written=()))
         self.last_report = report
         if out is None:
