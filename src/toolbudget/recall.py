@@ -71,7 +71,7 @@ GREP_WORK = 50_000_000
 
 RECALL_DESCRIPTION = (
     "Read tool output that toolbudget cut from the conversation. Every cut is marked "
-    "[toolbudget: omitted N of M chars ...; recall <<tb:KEY>> ...]. Pass that KEY, and either "
+    "[toolbudget: omitted N of M chars ...; key <<tb:KEY>> ...]. Pass that KEY, and either "
     'lines "A:B" (1-based, inclusive; "A:" to the end) or grep "REGEX" (RE2 syntax: matching lines '
     'with their numbers), or chars "A:B" for one very long line. With neither, the first page is '
     "returned. Each answer is one page and says how to ask for the next."

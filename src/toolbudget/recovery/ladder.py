@@ -313,7 +313,7 @@ def _cut_task(session: Session, request: Request, limit: int) -> tuple[Request, 
         parts = list(messages[i].parts)
         for j, part in enumerate(parts):
             if isinstance(part, Text) and len(part.text) > limit + _MARKER_CHARS:
-                text, key = _head_and_tail(session, part.text, limit)
+                text, key = _head_and_tail(session, part.text, limit, recall_route(request))
                 parts[j] = replace(part, text=text)
                 if key is not None:
                     keys.append(key)
@@ -325,7 +325,7 @@ def _cut_task(session: Session, request: Request, limit: int) -> tuple[Request, 
     return replace(request, messages=tuple(messages)), tuple(keys), cuts
 
 
-def _head_and_tail(session: Session, text: str, limit: int) -> tuple[str, str | None]:
+def _head_and_tail(session: Session, text: str, limit: int, route: str | None) -> tuple[str, str | None]:
     """``text`` cut to about ``limit`` characters of its head and tail around one marker line.
 
     Not a content-shaped preview: a task says what it wants at its start (a spec,
@@ -343,7 +343,7 @@ def _head_and_tail(session: Session, text: str, limit: int) -> tuple[str, str | 
     else:
         where = f"chars {head + 1}-{tail}"
     detail = f"{where} of the task, cut to fit the context window"
-    line = marker_line(tail - head, length, key=key, path=path, detail=detail)
+    line = marker_line(tail - head, length, key=key, path=path, detail=detail, tool=route)
     nl = newline_of(text)
     before = text[:head] if head == 0 or text[head - 1] == "\n" else text[:head] + nl
     return f"{before}{line}{nl}{text[tail:]}", key
