@@ -13,7 +13,8 @@ an exit status, the proxy into an HTTP status)::
     │   ├── UnknownAPIError         no such wire API, or a body whose API cannot be told
     │   └── TranscriptError         a session file that cannot be read as a transcript
     ├── NotFoundError               no archived original has that key in this session (LookupError)
-    └── StoreError                  the archive store failed (disk, database, network)
+    ├── StoreError                  the archive store failed (disk, database, network)
+    └── UnsupportedClient           ``wrap`` cannot manage that client, or that way of calling it (TypeError)
 
 Errors carry a ``location`` where one is known, written the way providers write
 them (``messages.3.content.1``), so the one-line message can point at the spot.
@@ -31,6 +32,7 @@ __all__ = [
     "ToolbudgetError",
     "TranscriptError",
     "UnknownAPIError",
+    "UnsupportedClient",
 ]
 
 
@@ -72,3 +74,11 @@ class NotFoundError(ToolbudgetError, LookupError):
 
 class StoreError(ToolbudgetError):
     """The archive store could not keep or return an entry."""
+
+
+class UnsupportedClient(ToolbudgetError, TypeError):
+    """``wrap`` was given a client it cannot manage, or a wrapped client was called a way it does not manage.
+
+    Raised rather than letting a request go out unmanaged: the message names the
+    client or the method (``beta.messages.tool_runner``) and what to call instead.
+    """
