@@ -451,6 +451,12 @@ def test_numbers_past_a_double_are_accepted_and_kept(tmp_path: Path) -> None:
     assert cli("validate", "--api", "anthropic", stdin=valid).returncode == 0
     same = cli("repair", "--api", "anthropic", stdin=valid)
     assert same.stdout == valid + b"\n"
+    compacted = cli("compact", "--api", "anthropic", "--store", f"dir:{tmp_path / 's'}", stdin=valid)
+    assert compacted.returncode == 0, compacted.stderr
+    assert b'"limit":1e400' in compacted.stdout
+    huge = cli("repair", "--api", "anthropic", stdin=raw.replace(b"1e400", b"-2.5E99999"))
+    assert huge.returncode == 0, huge.stderr
+    assert b'"limit":-2.5E99999' in huge.stdout
 
 
 def test_a_byte_order_mark_is_skipped(tmp_path: Path) -> None:

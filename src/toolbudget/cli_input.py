@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 import orjson
@@ -34,14 +35,32 @@ __all__ = ["Input", "dump", "read_bodies"]
 BOM = b"\xef\xbb\xbf"
 
 
-class BigNumber(float):
-    """A number past a double's range (``1e400``): infinity in arithmetic, its own text in output."""
+_MAX_DIGITS = 4000
+"""Beyond this many digits a number stays infinite inside (Python will not print longer integers)."""
 
-    __slots__ = ("text",)
+
+class BigNumber(int):
+    """A number past a double's range (``1e400``), kept exact, with its own text for output.
+
+    Such a literal is an integer (its exponent outgrows any fraction), so it is
+    held as one: the library's pipeline measures and writes it like any big
+    integer, and :func:`dump` writes its original text.
+    """
 
     text: str
 
-    def __new__(cls, text: str) -> BigNumber:
+    def __new__(cls, text: str, value: int) -> BigNumber:
+        number = super().__new__(cls, value)
+        number.text = text
+        return number
+
+
+class HugeNumber(float):
+    """A literal too long to hold exactly (``1e99999``): infinite inside, its own text for output."""
+
+    text: str
+
+    def __new__(cls, text: str) -> HugeNumber:
         number = super().__new__(cls, text)
         number.text = text
         return number
@@ -63,9 +82,13 @@ class Input:
         return f"{what} line {self.line}" if self.line is not None else what
 
 
-def _float(text: str) -> float:
+def _float(text: str) -> Any:
     value = float(text)
-    return BigNumber(text) if math.isinf(value) else value
+    if not math.isinf(value):
+        return value
+    exact = Decimal(text)
+    exponent = exact.adjusted()
+    return BigNumber(text, int(exact)) if exponent < _MAX_DIGITS else HugeNumber(text)
 
 
 def _constant(text: str) -> Any:
@@ -139,17 +162,17 @@ def read_bodies(data: bytes, what: str) -> list[Input]:
     return [Input(to_body(value, what=what), data, None, exact)]
 
 
-def _fragment(value: Any) -> Any:
-    if isinstance(value, BigNumber):
+def _literals(value: Any) -> Any:
+    """``value`` with each number read from a long literal replaced by that literal, for orjson."""
+    if isinstance(value, (BigNumber, HugeNumber)):
         return orjson.Fragment(value.text.encode("ascii"))
-    raise TypeError(f"Type is not JSON serializable: {type(value).__name__}")
+    if isinstance(value, dict):
+        return {k: _literals(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_literals(v) for v in value]
+    return value
 
 
 def dump(value: Any, *, exact: bool = False) -> bytes:
-    """``value`` as JSON; numbers read as :class:`BigNumber` are written as their own text."""
-    if not exact:
-        return strict_dumps(value)
-    try:
-        return orjson.dumps(value, default=_fragment)
-    except TypeError as exc:
-        raise InputError(f"the body cannot be written back as JSON: {exc}") from None
+    """``value`` as JSON; numbers read from literals past a double are written as those literals."""
+    return strict_dumps(_literals(value) if exact else value)
