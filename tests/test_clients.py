@@ -862,7 +862,8 @@ def test_async_message_stream_manager(session: Session) -> None:
     assert reports[0].stream_finished
 
 
-def test_a_responses_stream_is_recovered_and_its_cut_off_seen(session: Session) -> None:
+def responses_sse() -> Reply:
+    """A Responses stream cut by ``max_output_tokens``: created, one text delta, incomplete."""
     final = {
         "id": "resp_s",
         "object": "response",
@@ -884,37 +885,70 @@ def test_a_responses_stream_is_recovered_and_its_cut_off_seen(session: Session) 
         "tools": [],
     }
     started = {**final, "status": "in_progress", "output": [], "incomplete_details": None}
-    upstream = Upstream(
-        status(400, RESPONSES_OVERFLOW),
-        sse(
-            [
-                ("response.created", {"type": "response.created", "sequence_number": 0, "response": started}),
-                (
-                    "response.output_text.delta",
-                    {
-                        "type": "response.output_text.delta",
-                        "sequence_number": 1,
-                        "item_id": "msg_s",
-                        "output_index": 0,
-                        "content_index": 0,
-                        "delta": "Once",
-                        "logprobs": [],
+    return sse(
+        [
+            ("response.created", {"type": "response.created", "sequence_number": 0, "response": started}),
+            (
+                "response.output_item.added",
+                {
+                    "type": "response.output_item.added",
+                    "sequence_number": 0,
+                    "output_index": 0,
+                    "item": {
+                        "type": "message",
+                        "id": "msg_s",
+                        "role": "assistant",
+                        "status": "in_progress",
+                        "content": [],
                     },
-                ),
-                (
-                    "response.incomplete",
-                    {"type": "response.incomplete", "sequence_number": 2, "response": final},
-                ),
-            ]
-        ),
+                },
+            ),
+            (
+                "response.content_part.added",
+                {
+                    "type": "response.content_part.added",
+                    "sequence_number": 0,
+                    "item_id": "msg_s",
+                    "output_index": 0,
+                    "content_index": 0,
+                    "part": {"type": "output_text", "text": "", "annotations": []},
+                },
+            ),
+            (
+                "response.output_text.delta",
+                {
+                    "type": "response.output_text.delta",
+                    "sequence_number": 1,
+                    "item_id": "msg_s",
+                    "output_index": 0,
+                    "content_index": 0,
+                    "delta": "Once",
+                    "logprobs": [],
+                },
+            ),
+            (
+                "response.incomplete",
+                {"type": "response.incomplete", "sequence_number": 2, "response": final},
+            ),
+        ]
     )
+
+
+def test_a_responses_stream_is_recovered_and_its_cut_off_seen(session: Session) -> None:
+    upstream = Upstream(status(400, RESPONSES_OVERFLOW), responses_sse())
     reports = Reports()
     client = wrap(openai_client(upstream), session=session, on_report=reports)
     stream = client.responses.create(
         model="gpt-5", input=responses_history(), max_output_tokens=4, stream=True
     )
     kinds = [event.type for event in stream]
-    assert kinds == ["response.created", "response.output_text.delta", "response.incomplete"]
+    assert kinds == [
+        "response.created",
+        "response.output_item.added",
+        "response.content_part.added",
+        "response.output_text.delta",
+        "response.incomplete",
+    ]
     (report,) = reports
     assert report.recovered
     assert report.final_cutoff is not None
@@ -1499,3 +1533,39 @@ def test_leaving_the_block_never_raises_for_the_session(monkeypatch: pytest.Monk
 
     with pytest.warns(RuntimeWarning):
         asyncio.run(main())
+
+
+def test_the_responses_stream_helper_is_managed_sync_and_async(session: Session) -> None:
+    upstream = Upstream(status(400, RESPONSES_OVERFLOW), responses_sse())
+    client: Any = wrap(openai_client(upstream), session=session)
+    with client.responses.stream(model="gpt-5", input=responses_history()) as s:
+        kinds = [event.type for event in s]
+    assert kinds[-1] == "response.incomplete"
+    assert s.toolbudget_report.recovered
+    assert s.toolbudget_report.final_cutoff.reason == "max_output_tokens"
+    assert len(upstream.bodies) == 2
+    assert len(sent_text(upstream.bodies[0])) < BIG / 4
+
+    again = Upstream(status(400, RESPONSES_OVERFLOW), responses_sse())
+    chat = Upstream(status(400, CHAT_OVERFLOW), chat_stream(["Hi"], "stop"))
+
+    async def main() -> None:
+        aclient: Any = wrap(async_openai_client(again), session=session)
+        async with aclient.responses.stream(model="gpt-5", input=responses_history()) as stream:
+            async for _event in stream:
+                pass
+        assert stream.toolbudget_report.recovered
+        achat: Any = wrap(async_openai_client(chat), session=session)
+        async with achat.chat.completions.stream(model="gpt-4o", messages=chat_history()) as cs:
+            final = await cs.get_final_completion()
+        assert final.choices[0].message.content == "Hi"
+        async with achat.beta.chat.completions.with_streaming_response.create(
+            model="gpt-4o", messages=chat_history()
+        ) as response:
+            await response.parse()
+
+    asyncio.run(main())
+    assert len(again.bodies) == 2
+    assert len(chat.bodies) == 3
+    for body in (*again.bodies, *chat.bodies):
+        assert len(sent_text(body)) < BIG / 4
