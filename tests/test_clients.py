@@ -1425,7 +1425,17 @@ def test_what_cannot_be_managed_is_refused_by_name(session: Session) -> None:
             attempt()
         assert name.split("(")[0] in str(caught.value), name
     assert upstream.bodies == []
-    # what sends no conversation is the SDK's own
+    # what sends no conversation is the SDK's own; a method this version does not know is refused
+    from anthropic.resources.messages.messages import Messages
+
+    setattr(Messages, "create_v2", lambda self, **kwargs: None)  # noqa: B010
+    try:
+        with pytest.raises(UnsupportedClient, match=r"messages\.create_v2 is not managed"):
+            getattr(client.messages, "create_v2")  # noqa: B009
+    finally:
+        delattr(Messages, "create_v2")
+    with pytest.raises(AttributeError):
+        getattr(client.messages, "no_such_method")  # noqa: B009
     assert client.messages.batches.list is not None
     assert ochat.responses.retrieve is not None
     assert callable(client.models.list)
