@@ -1365,7 +1365,7 @@ def test_every_responses_path_sends_the_managed_history_and_recovers(session: Se
     assert len(sent_text(upstream.bodies[1])) < len(sent_text(upstream.bodies[0]))
 
 
-def test_responses_input_is_managed_when_counted_and_compacted(session: Session) -> None:
+def test_responses_input_is_managed_when_counted_compacted_and_decided(session: Session) -> None:
     upstream = Upstream(
         lambda _r: httpx2.Response(200, json={"object": "response.input_tokens", "input_tokens": 7})
     )
@@ -1375,7 +1375,13 @@ def test_responses_input_is_managed_when_counted_and_compacted(session: Session)
     wrap(openai_client(compacted), session=session).responses.compact(
         model="gpt-5", input=responses_history()
     )
-    for body in (upstream.bodies[0], compacted.bodies[0]):
+    decided = Upstream(lambda _r: httpx2.Response(200, json={"id": "d", "object": "decision", "answers": []}))
+    deciding: Any = wrap(openai_client(decided), session=session)
+    deciding.decisions.create(
+        model="gpt-6-luna", input=responses_history(), questions=[{"type": "predicate", "question": "ok?"}]
+    )
+    assert decided.bodies[0]["questions"] == [{"type": "predicate", "question": "ok?"}]
+    for body in (upstream.bodies[0], compacted.bodies[0], decided.bodies[0]):
         assert len(sent_text(body)) < BIG / 4
 
 

@@ -9,7 +9,8 @@ offers to send a conversation is managed (:mod:`._resource` says how each is):
                                        ``stream=True``), ``stream``, ``parse``, ``count_tokens``
 ``openai.OpenAI`` / ``Async`` / Azure  ``chat.completions`` and ``responses`` (also under
                                        ``beta``): ``create``, ``stream``, ``parse``;
-                                       ``responses.input_tokens.count``, ``responses.compact``
+                                       ``responses.input_tokens.count``, ``responses.compact``,
+                                       ``decisions.create``
 =====================================  =========================================================
 
 and so is each of them through ``with_raw_response`` and
@@ -21,7 +22,9 @@ naming it, instead of sending the history as given: ``messages.batches.create``,
 low-level ``client.post`` to a conversation endpoint, and any method of those
 resources that this module does not know (a newer SDK's). Methods that send no
 conversation (``retrieve``, ``list``, ``delete``, ``models``, ``files``...) are
-the SDK's own.
+the SDK's own, and so are the APIs whose history the server keeps
+(``conversations``, ``beta.threads``, ``beta.agents``), which send only the
+items added.
 
 For each, the keyword arguments are the request body (the SDK's own options,
 ``extra_headers``, ``extra_query``, ``extra_body``, ``timeout``, pass through

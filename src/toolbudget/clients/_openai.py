@@ -4,9 +4,13 @@ Managed, on ``chat.completions`` and ``responses`` alike (and on ``beta.chat``,
 ``beta.responses`` and the ``with_raw_response`` and
 ``with_streaming_response`` views): ``create``, ``stream``, ``parse``; also
 ``responses.input_tokens.count`` and ``responses.compact``, which send the
-input too. Refused: ``responses.connect``, a WebSocket whose events carry the
-input past any wrapper. Methods that send no conversation (``retrieve``,
-``list``, ``delete``, ``cancel``, ``input_items``...) are the SDK's own.
+input too, and ``decisions.create``, whose input is Responses items. Refused:
+``responses.connect``, a WebSocket whose events carry the input past any
+wrapper. Methods that send no conversation (``retrieve``, ``list``,
+``delete``, ``cancel``, ``input_items``...) are the SDK's own, and so are the
+APIs whose history the server holds (``conversations``, ``beta.threads``,
+``beta.agents``): toolbudget manages what a request sends, and those send only
+the items added, each on its own, with nothing to pair or budget against.
 """
 
 from __future__ import annotations
@@ -51,9 +55,13 @@ RESPONSES_SPEC = Spec(
     subs={"input_tokens": _INPUT_TOKENS},
 )
 
+DECISIONS = Spec(RESPONSES, "input", "openai", {"create": "once"})
+"""``decisions.create`` asks questions about an input of Responses items, calls and outputs included."""
+
 TREE: Tree = {
     "chat": {"completions": COMPLETIONS},
     "responses": RESPONSES_SPEC,
+    "decisions": DECISIONS,
     "beta": {"chat": {"completions": COMPLETIONS}, "responses": RESPONSES_SPEC},
 }
 
