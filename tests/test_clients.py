@@ -1503,6 +1503,15 @@ def test_the_session_is_exposed_and_recall_is_offered_and_answered(session: Sess
         model="gpt-5", input=responses_history()
     )
     assert resp.bodies[0]["tools"] == [recall_tool("openai-responses")]
+    # a method without tools gets none (the SDK would refuse the argument)
+    compacted = Upstream(response("ok"))
+    compacting: Any = wrap(openai_client(compacted), session=session, recall=True)
+    compacting.responses.compact(model="gpt-5", input=responses_history())
+    assert "tools" not in compacted.bodies[0]
+    counted = Upstream(count_reply)
+    counting: Any = wrap(anthropic_client(counted), session=session, recall=True)
+    counting.messages.with_raw_response.count_tokens(model="m", messages=anthropic_history())
+    assert [t["name"] for t in counted.bodies[0]["tools"]] == [RECALL_TOOL]
 
 
 def test_without_recall_no_tool_is_added(session: Session) -> None:

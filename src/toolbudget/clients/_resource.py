@@ -32,6 +32,7 @@ goes out unmanaged by accident.
 from __future__ import annotations
 
 import importlib
+import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -79,6 +80,15 @@ Tree = Mapping[str, Union[Spec, "Tree"]]
 
 def is_async(obj: Any) -> bool:
     return any(cls.__name__.startswith("Async") for cls in type(obj).__mro__)
+
+
+def takes_tools(method: Callable[..., Any]) -> bool:
+    """Whether an SDK method has a ``tools`` argument (``responses.compact`` and ``decisions`` do not)."""
+    try:
+        parameters = inspect.signature(method).parameters
+    except (TypeError, ValueError):
+        return False
+    return "tools" in parameters
 
 
 def _tool_name(tool: Any) -> Any:
@@ -219,7 +229,9 @@ class Resource(_Node):
                 return (
                     None  # nothing to manage (a server-side conversation), or let the SDK say what is missing
                 )
-            return with_recall(args, spec.api, strict=strict) if wrapping.recall else args
+            if wrapping.recall and takes_tools(target):
+                return with_recall(args, spec.api, strict=strict)
+            return args
 
         if is_async(self._inner):
             if opens_later:
