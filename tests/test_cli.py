@@ -252,3 +252,306 @@ def test_compact_bad_store_url_is_one_line(tmp_path: Path) -> None:
     source = tmp_path / "body.json"
     source.write_bytes(orjson.dumps(BROKEN))
     assert "store" in one_line_error(cli("compact", str(source), "--store", "carrier-pigeon://x")).lower()
+
+
+# --------------------------------------------------------------------------- convert
+
+
+def tau_bench_file(tmp_path: Path, *, agent_first: bool = False, tasks: int = 2) -> Path:
+    """A tau-bench results file of ``tasks`` small conversations (the agent speaking first, if asked)."""
+    doc = []
+    for task in range(tasks):
+        traj: list[dict[str, Any]] = [{"role": "system", "content": "You are an airline agent."}]
+        if agent_first:
+            traj.append({"role": "assistant", "content": "Hello, how can I help?"})
+        traj += [
+            {"role": "user", "content": f"Where is flight {task}?"},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": f"call_{task}",
+                        "type": "function",
+                        "function": {"name": "get_flight_status", "arguments": json.dumps({"flight": task})},
+                    }
+                ],
+            },
+            {
+                "role": "tool",
+                "tool_call_id": f"call_{task}",
+                "name": "get_flight_status",
+                "content": "on time",
+            },
+            {"role": "assistant", "content": "It is on time."},
+        ]
+        doc.append({"task_id": task, "trial": 0, "reward": 1.0, "traj": traj})
+    path = tmp_path / ("agent-first.json" if agent_first else "tau.json")
+    path.write_bytes(orjson.dumps(doc))
+    return path
+
+
+MAX_TOKEN_FIELDS = {
+    "anthropic": ("max_tokens",),
+    "openai-chat": ("max_completion_tokens",),
+    "openai-responses": ("max_output_tokens",),
+    "gemini": ("generationConfig", "maxOutputTokens"),
+    "bedrock-converse": ("inferenceConfig", "maxTokens"),
+}
+
+
+def dig(body: dict[str, Any], path: tuple[str, ...]) -> Any:
+    value: Any = body
+    for key in path:
+        value = value[key]
+    return value
+
+
+def test_convert_sets_max_tokens_in_each_apis_own_field(tmp_path: Path) -> None:
+    path = tau_bench_file(tmp_path, tasks=1)
+    for api, field in MAX_TOKEN_FIELDS.items():
+        done = cli("convert", str(path), "--to", api, "--max-tokens", "777")
+        assert done.returncode == 0, done.stderr
+        body = orjson.loads(done.stdout)
+        assert dig(body, field) == 777, api
+        assert validate(body, api) == []
+
+
+@pytest.mark.parametrize("value", ["0", "-5"])
+def test_convert_refuses_max_tokens_that_are_not_positive(tmp_path: Path, value: str) -> None:
+    from toolbudget.convert import to_request
+
+    path = tau_bench_file(tmp_path, tasks=1)
+    line = one_line_error(cli("convert", str(path), "--to", "anthropic", "--max-tokens", value))
+    assert "--max-tokens must be a positive" in line
+    conversation = load_transcript(path).conversations[0]
+    with pytest.raises(toolbudget.InputError, match="positive"):
+        to_request(conversation, "anthropic", max_tokens=int(value))
+
+
+def test_convert_all_writes_json_lines_that_the_other_commands_read(tmp_path: Path) -> None:
+    path = tau_bench_file(tmp_path, tasks=3)
+    done = cli("convert", str(path), "--to", "anthropic", "--all")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.endswith(b"\n")
+    lines = done.stdout.splitlines()
+    assert len(lines) == 3
+    assert all(validate(orjson.loads(line), "anthropic") == [] for line in lines)
+    bodies = tmp_path / "all.jsonl"
+    written = cli("convert", str(path), "--to", "openai-chat", "--all", "-o", str(bodies))
+    assert written.returncode == 0
+    assert bodies.read_bytes().endswith(b"\n")
+    assert len(bodies.read_bytes().splitlines()) == 3
+
+    valid = cli("validate", str(bodies))
+    assert valid.returncode == 0, valid.stderr
+    assert b"3 bodies" in valid.stderr
+    repaired = cli("repair", str(bodies))
+    assert repaired.returncode == 0, repaired.stderr
+    assert repaired.stdout == bodies.read_bytes()  # valid lines come back as they were
+    store = f"dir:{tmp_path / 'store'}"
+    compacted = cli("compact", str(bodies), "--store", store)
+    assert compacted.returncode == 0, compacted.stderr
+    assert len(compacted.stdout.splitlines()) == 3
+    assert compacted.stderr.count(b"results cut") == 3
+
+    # a broken line is reported by its line number, and repaired in its place
+    broken = tmp_path / "broken.jsonl"
+    broken.write_bytes(orjson.dumps(BROKEN) + b"\n" + lines[0] + b"\n")
+    found = cli("validate", "--api", "anthropic", str(broken))
+    assert found.returncode == 1
+    assert found.stdout.decode().startswith("line 1: messages.1: `tool_use` ids were found without")
+    fixed = cli("repair", "--api", "anthropic", str(broken))
+    out = fixed.stdout.splitlines()
+    assert len(out) == 2 and out[1] == lines[0]
+    assert validate(orjson.loads(out[0]), "anthropic") == []
+    bad = tmp_path / "bad.jsonl"
+    bad.write_bytes(lines[0] + b"\n{oops\n")
+    assert "line 2" in one_line_error(cli("validate", str(bad)))
+
+
+def test_convert_gives_bedrock_a_user_turn_first(tmp_path: Path) -> None:
+    from toolbudget.convert import OPENING_USER_TEXT
+
+    path = tau_bench_file(tmp_path, agent_first=True, tasks=1)
+    done = cli("convert", str(path), "--to", "bedrock-converse")
+    assert done.returncode == 0, done.stderr
+    body = orjson.loads(done.stdout)
+    assert validate(body, "bedrock-converse") == []
+    assert body["messages"][0] == {"role": "user", "content": [{"text": OPENING_USER_TEXT}]}
+    assert body["messages"][1]["role"] == "assistant"
+    for api in ("anthropic", "openai-chat", "openai-responses", "gemini"):  # they take the agent first
+        other = orjson.loads(cli("convert", str(path), "--to", api).stdout)
+        assert OPENING_USER_TEXT not in json.dumps(other)
+        assert validate(other, api) == []
+
+
+@pytest.mark.shared
+def test_no_shared_conversation_converts_to_a_body_starting_with_the_agent(trajectories: Path) -> None:
+    from toolbudget.convert import to_request
+
+    manifest = orjson.loads((trajectories / "manifest.json").read_bytes())
+    checked = 0
+    for entry in manifest:
+        for conversation in load_transcript(trajectories / entry["file"]).conversations:
+            body = to_request(conversation, "bedrock-converse")
+            rules = {v.rule for v in validate(body, "bedrock-converse")}
+            assert "first_user" not in rules, entry["file"]
+            checked += 1
+    assert checked >= 260
+
+
+# --------------------------------------------------------------------------- replay
+
+
+def test_replay_says_which_conversation_and_takes_conversation_or_all(tmp_path: Path) -> None:
+    path = tau_bench_file(tmp_path, tasks=2)
+    first = cli("replay", str(path))
+    assert first.returncode == 0, first.stderr
+    assert b"holds 2 conversations; replaying 'task-0-trial-0'" in first.stderr
+    second = cli("replay", str(path), "--conversation", "1")
+    assert second.returncode == 0 and b"holds 2" not in second.stderr
+    report = tmp_path / "r.json"
+    every = cli("replay", str(path), "--all", "--report", str(report), "--emit", str(tmp_path / "emit"))
+    assert every.returncode == 0, every.stderr
+    text = every.stdout.decode()
+    assert "conversation 0: task-0-trial-0" in text and "conversation 1: task-1-trial-0" in text
+    data = json.loads(report.read_text())
+    assert [d["conversation"] for d in data] == ["task-0-trial-0", "task-1-trial-0"]
+    assert sorted(p.name for p in (tmp_path / "emit").iterdir()) == ["000", "001"]
+    assert "choose differently" in one_line_error(cli("replay", str(path), "--all", "--conversation", "1"))
+
+
+def test_replay_eager_prints_the_eager_row_once(tmp_path: Path) -> None:
+    path = tau_bench_file(tmp_path, tasks=1)
+    for mode, rows in (
+        ("eager", ["unmanaged", "eager"]),
+        ("cache-aware", ["unmanaged", "eager", "cache-aware"]),
+    ):
+        done = cli("replay", str(path), "--compaction", mode)
+        assert done.returncode == 0, done.stderr
+        names = [line.split()[0] for line in done.stdout.decode().splitlines() if line[:1].isalpha()]
+        assert names[1:] == rows, mode  # after the header of the turns
+
+
+# --------------------------------------------------------------------------- JSON the CLI must take
+
+
+def test_numbers_past_a_double_are_accepted_and_kept(tmp_path: Path) -> None:
+    body = copy.deepcopy(BROKEN)
+    body["messages"][1]["content"][0]["input"] = {"limit": "BIG"}
+    raw = orjson.dumps(body).replace(b'"BIG"', b"1e400")
+    path = tmp_path / "big.json"
+    path.write_bytes(raw)
+    assert cli("validate", "--api", "anthropic", str(path)).returncode == 1  # read: the violation is found
+    fixed = cli("repair", "--api", "anthropic", str(path))
+    assert fixed.returncode == 0, fixed.stderr
+    assert b'"limit":1e400' in fixed.stdout  # the literal, not Infinity or null
+    assert cli("validate", "--api", "anthropic", stdin=fixed.stdout).returncode == 0
+    valid = raw.replace(
+        b'"content":"what happened?"', b'"content":[{"type":"tool_result","tool_use_id":"a"}]'
+    )
+    assert cli("validate", "--api", "anthropic", stdin=valid).returncode == 0
+    same = cli("repair", "--api", "anthropic", stdin=valid)
+    assert same.stdout == valid + b"\n"
+    compacted = cli("compact", "--api", "anthropic", "--store", f"dir:{tmp_path / 's'}", stdin=valid)
+    assert compacted.returncode == 0, compacted.stderr
+    assert b'"limit":1e400' in compacted.stdout
+    huge = cli("repair", "--api", "anthropic", stdin=raw.replace(b"1e400", b"-2.5E99999"))
+    assert huge.returncode == 0, huge.stderr
+    assert b'"limit":-2.5E99999' in huge.stdout
+
+
+def test_a_byte_order_mark_is_skipped(tmp_path: Path) -> None:
+    raw = b'{"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]}'
+    done = cli("validate", "--api", "anthropic", stdin=b"\xef\xbb\xbf" + raw)
+    assert done.returncode == 0, done.stderr
+    repaired = cli("repair", "--api", "anthropic", stdin=b"\xef\xbb\xbf" + raw)
+    assert repaired.returncode == 0
+    assert repaired.stdout == raw + b"\n"
+
+
+def test_a_byte_that_is_not_utf8_is_named_with_its_offset() -> None:
+    raw = '{"messages": [{"role": "user", "content": "café"}]}'.encode("latin-1")
+    line = one_line_error(cli("validate", "--api", "anthropic", stdin=raw))
+    offset = raw.index(b"\xe9")
+    assert f"byte 0xe9 at offset {offset}" in line
+    assert "surrogates" not in line
+
+
+# --------------------------------------------------------------------------- pipes, stores
+
+
+def test_a_closed_pipe_ends_quietly(tmp_path: Path) -> None:
+    """The reader is gone before the command writes (as `| head` is once it has its lines)."""
+    path = tmp_path / "broken.json"
+    path.write_bytes(orjson.dumps(BROKEN))
+    many = str(tau_bench_file(tmp_path, tasks=50))
+    for command in (
+        ("repair", str(path)),
+        ("convert", many, "--to", "anthropic", "--all"),
+        ("validate", str(path)),
+    ):
+        process = subprocess.Popen(
+            [sys.executable, "-m", "toolbudget.cli", *command],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env={**os.environ, "PYTHONWARNINGS": "ignore"},
+        )
+        assert process.stdout is not None and process.stderr is not None
+        process.stdout.close()
+        err = process.stderr.read()
+        process.stderr.close()
+        assert process.wait() == 141, err
+        assert b"Broken pipe" not in err and b"Traceback" not in err and b"error" not in err, err
+
+
+def test_compact_refuses_a_store_that_dies_with_it(tmp_path: Path) -> None:
+    source = tmp_path / "body.json"
+    source.write_bytes(orjson.dumps(BROKEN))
+    for url in ("memory:", "MEMORY:"):
+        line = one_line_error(cli("compact", str(source), "--store", url))
+        assert "memory:" in line and "dir:PATH" in line and "sqlite:PATH" in line
+
+
+# --------------------------------------------------------------------------- the same count on every API
+
+
+def test_an_empty_result_counts_on_every_api() -> None:
+    from toolbudget.convert import to_request
+    from toolbudget.model import Conversation, Message, Text, ToolCall, ToolResult
+
+    conversation = Conversation(
+        "c",
+        "test",
+        (
+            Message("user", (Text("go"),)),
+            Message("assistant", (ToolCall("t1", "Bash", {"command": "true"}),)),
+            Message("tool", (ToolResult("t1", (Text(""),), name="Bash"),)),
+            Message("assistant", (ToolCall("t2", "Bash", {"command": "ls"}),)),
+            Message("tool", (ToolResult("t2", (Text("a\nb"),), name="Bash"),)),
+        ),
+    )
+    seen = {}
+    for api in toolbudget.APIS:
+        with toolbudget.Session(store="memory:") as session:
+            seen[api] = session.manage(to_request(conversation, api), api).report.results_seen
+    assert set(seen.values()) == {2}, seen
+
+
+@pytest.mark.shared
+def test_results_seen_agrees_across_the_five_apis_on_every_shared_conversation(
+    real: list[tuple[str, Any]],
+) -> None:
+    from toolbudget.convert import to_request
+    from toolbudget.model import ToolResult
+
+    policy = toolbudget.Policy.load(compaction="off")
+    for name, conversation in real:
+        results = sum(isinstance(p, ToolResult) for m in conversation.messages for p in m.parts)
+        seen = {}
+        for api in toolbudget.APIS:
+            with toolbudget.Session(store="memory:", policy=policy) as session:
+                seen[api] = session.manage(to_request(conversation, api), api).report.results_seen
+        assert len(set(seen.values())) == 1, (name, seen)
+        assert abs(seen["anthropic"] - results) <= 3, (name, seen, results)  # repairs may add a few

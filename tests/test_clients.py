@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
+import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -861,7 +862,8 @@ def test_async_message_stream_manager(session: Session) -> None:
     assert reports[0].stream_finished
 
 
-def test_a_responses_stream_is_recovered_and_its_cut_off_seen(session: Session) -> None:
+def responses_sse() -> Reply:
+    """A Responses stream cut by ``max_output_tokens``: created, one text delta, incomplete."""
     final = {
         "id": "resp_s",
         "object": "response",
@@ -883,37 +885,70 @@ def test_a_responses_stream_is_recovered_and_its_cut_off_seen(session: Session) 
         "tools": [],
     }
     started = {**final, "status": "in_progress", "output": [], "incomplete_details": None}
-    upstream = Upstream(
-        status(400, RESPONSES_OVERFLOW),
-        sse(
-            [
-                ("response.created", {"type": "response.created", "sequence_number": 0, "response": started}),
-                (
-                    "response.output_text.delta",
-                    {
-                        "type": "response.output_text.delta",
-                        "sequence_number": 1,
-                        "item_id": "msg_s",
-                        "output_index": 0,
-                        "content_index": 0,
-                        "delta": "Once",
-                        "logprobs": [],
+    return sse(
+        [
+            ("response.created", {"type": "response.created", "sequence_number": 0, "response": started}),
+            (
+                "response.output_item.added",
+                {
+                    "type": "response.output_item.added",
+                    "sequence_number": 0,
+                    "output_index": 0,
+                    "item": {
+                        "type": "message",
+                        "id": "msg_s",
+                        "role": "assistant",
+                        "status": "in_progress",
+                        "content": [],
                     },
-                ),
-                (
-                    "response.incomplete",
-                    {"type": "response.incomplete", "sequence_number": 2, "response": final},
-                ),
-            ]
-        ),
+                },
+            ),
+            (
+                "response.content_part.added",
+                {
+                    "type": "response.content_part.added",
+                    "sequence_number": 0,
+                    "item_id": "msg_s",
+                    "output_index": 0,
+                    "content_index": 0,
+                    "part": {"type": "output_text", "text": "", "annotations": []},
+                },
+            ),
+            (
+                "response.output_text.delta",
+                {
+                    "type": "response.output_text.delta",
+                    "sequence_number": 1,
+                    "item_id": "msg_s",
+                    "output_index": 0,
+                    "content_index": 0,
+                    "delta": "Once",
+                    "logprobs": [],
+                },
+            ),
+            (
+                "response.incomplete",
+                {"type": "response.incomplete", "sequence_number": 2, "response": final},
+            ),
+        ]
     )
+
+
+def test_a_responses_stream_is_recovered_and_its_cut_off_seen(session: Session) -> None:
+    upstream = Upstream(status(400, RESPONSES_OVERFLOW), responses_sse())
     reports = Reports()
     client = wrap(openai_client(upstream), session=session, on_report=reports)
     stream = client.responses.create(
         model="gpt-5", input=responses_history(), max_output_tokens=4, stream=True
     )
     kinds = [event.type for event in stream]
-    assert kinds == ["response.created", "response.output_text.delta", "response.incomplete"]
+    assert kinds == [
+        "response.created",
+        "response.output_item.added",
+        "response.content_part.added",
+        "response.output_text.delta",
+        "response.incomplete",
+    ]
     (report,) = reports
     assert report.recovered
     assert report.final_cutoff is not None
@@ -1002,14 +1037,16 @@ def test_the_wrapped_client_looks_like_the_client(session: Session) -> None:
         assert same is client
 
 
-def test_unmanaged_paths_pass_through(session: Session) -> None:
+def test_a_raw_response_is_managed_and_carries_the_report(session: Session) -> None:
     upstream = Upstream(message("ok"))
-    client = wrap(anthropic_client(upstream), session=session)
+    reports = Reports()
+    client: Any = wrap(anthropic_client(upstream), session=session, on_report=reports)
     raw = client.messages.with_raw_response.create(
         model="m", max_tokens=5, messages=[{"role": "user", "content": "hi"}]
     )
     assert raw.http_response.status_code == 200
-    assert not hasattr(raw.parse(), "toolbudget_report")
+    assert raw.parse().content[0].text == "ok"
+    assert raw.toolbudget_report is reports[0]
 
 
 def test_sdk_options_are_passed_along_not_sent(session: Session) -> None:
@@ -1022,7 +1059,7 @@ def test_sdk_options_are_passed_along_not_sent(session: Session) -> None:
 
     http = httpx2.Client(transport=httpx2.MockTransport(handler))
     inner = anthropic.Anthropic(api_key="k", base_url="http://upstream", http_client=http, max_retries=0)
-    client = wrap(inner, session=session)
+    client: Any = wrap(inner, session=session)
     client.messages.create(
         model="m",
         max_tokens=5,
@@ -1043,7 +1080,7 @@ def test_the_sdks_own_argument_errors_are_its_own(session: Session) -> None:
     class Answer(pydantic.BaseModel):
         text: str
 
-    client = wrap(openai_client(Upstream(completion("ok"))), session=session)
+    client: Any = wrap(openai_client(Upstream(completion("ok"))), session=session)
     create: Any = client.chat.completions.create
     with pytest.raises(TypeError, match="parse"):
         create(model="gpt-4o", messages=[{"role": "user", "content": "hi"}], response_format=Answer)
@@ -1061,7 +1098,7 @@ def test_wrapping_twice_wraps_the_same_client_again(session: Session) -> None:
     upstream = Upstream(message("ok"))
     reports = Reports()
     inner = anthropic_client(upstream)
-    client = wrap(wrap(inner, session=session), session=session, on_report=reports)
+    client: Any = wrap(wrap(inner, session=session), session=session, on_report=reports)
     client.messages.create(model="m", max_tokens=5, messages=[{"role": "user", "content": "hi"}])
     assert len(reports) == 1
 
@@ -1090,9 +1127,478 @@ def test_async_clients_close_too(session: Session) -> None:
     upstream = Upstream(message("ok"))
 
     async def main() -> None:
-        client = wrap(async_anthropic_client(upstream), session=session)
+        client: Any = wrap(async_anthropic_client(upstream), session=session)
         await client.messages.create(model="m", max_tokens=5, messages=[{"role": "user", "content": "hi"}])
         await client.close()
 
     asyncio.run(main())
     assert len(upstream.bodies) == 1
+
+
+# --------------------------------------------------------------------------- None is absent
+
+
+def test_none_and_the_sdk_sentinels_are_absent_not_null(session: Session) -> None:
+    """``tools=None``, ``system=None``, ``NOT_GIVEN`` and ``omit`` are what the SDKs accept for "none"."""
+    upstream = Upstream(message("ok"))
+    client: Any = wrap(anthropic_client(upstream), session=session)
+    history = [{"role": "user", "content": "hi"}]
+    client.messages.create(model="m", max_tokens=5, messages=history, system=None, tools=None)
+    client.messages.create(
+        model="m", max_tokens=5, messages=history, system=anthropic.NOT_GIVEN, tools=anthropic.omit
+    )
+    for body in upstream.bodies:
+        assert "system" not in body
+        assert "tools" not in body
+        assert body["messages"] == history
+
+    chat = Upstream(completion("ok"))
+    oclient: Any = wrap(openai_client(chat), session=session)
+    oclient.chat.completions.create(
+        model="gpt-4o", messages=[{"role": "user", "content": "hi"}], tools=None, tool_choice=openai.omit
+    )
+    assert "tools" not in chat.bodies[0]
+    assert "tool_choice" not in chat.bodies[0]
+
+
+def test_a_null_system_prompt_is_worded_with_both_valid_forms() -> None:
+    from toolbudget import ShapeError, validate
+
+    body = {"model": "m", "max_tokens": 5, "system": None, "messages": [{"role": "user", "content": "hi"}]}
+    with pytest.raises(
+        ShapeError, match=r"^system: expected a string or an array of text blocks, found null$"
+    ):
+        validate(body, api="anthropic")
+
+
+# --------------------------------------------------------------------------- every way in is managed
+
+BIG = 12 * 30_000  # the characters of results in the long histories below
+
+
+class Answer(pydantic.BaseModel):
+    text: str
+
+
+def count_reply(_request: dict[str, Any]) -> httpx2.Response:
+    return httpx2.Response(200, json={"input_tokens": 1234})
+
+
+def anthropic_paths() -> dict[str, Callable[[Any, list[Any]], Any]]:
+    args: dict[str, Any] = {"model": "claude-sonnet-4-6", "max_tokens": 64}
+
+    def streamed(manager: Any) -> Any:
+        with manager as opened:
+            return opened.get_final_message() if hasattr(opened, "get_final_message") else opened.parse()
+
+    return {
+        "messages.create": lambda c, h: c.messages.create(messages=h, **args),
+        "messages.with_raw_response.create": lambda c, h: c.messages.with_raw_response.create(
+            messages=h, **args
+        ).parse(),
+        "with_raw_response.messages.create": lambda c, h: c.with_raw_response.messages.create(
+            messages=h, **args
+        ).parse(),
+        "messages.with_streaming_response.create": lambda c, h: streamed(
+            c.messages.with_streaming_response.create(messages=h, **args)
+        ),
+        "with_streaming_response.beta.messages.create": lambda c, h: streamed(
+            c.with_streaming_response.beta.messages.create(messages=h, **args)
+        ),
+        "beta.messages.create": lambda c, h: c.beta.messages.create(messages=h, **args),
+        "beta.messages.with_raw_response.create": lambda c, h: c.beta.messages.with_raw_response.create(
+            messages=h, **args
+        ).parse(),
+        "messages.parse": lambda c, h: c.messages.parse(messages=h, output_format=Answer, **args),
+        "beta.messages.parse": lambda c, h: c.beta.messages.parse(messages=h, output_format=Answer, **args),
+        "with_options().messages.create": lambda c, h: c.with_options(timeout=9.0).messages.create(
+            messages=h, **args
+        ),
+        "copy().beta.messages.create": lambda c, h: c.copy().beta.messages.create(messages=h, **args),
+        "with_middleware().messages.create": lambda c, h: c.with_middleware().messages.create(
+            messages=h, **args
+        ),
+    }
+
+
+@pytest.mark.parametrize("path", sorted(anthropic_paths()))
+def test_every_anthropic_path_sends_the_managed_history(session: Session, path: str) -> None:
+    upstream = Upstream(message('{"text": "ok"}'))
+    client: Any = wrap(anthropic_client(upstream), session=session)
+    history = anthropic_history()
+    before = copy.deepcopy(history)
+    anthropic_paths()[path](client, history)
+    assert len(upstream.bodies) == 1
+    assert len(sent_text(upstream.bodies[0])) < BIG / 4, path  # the results were cut
+    assert "[toolbudget: omitted" in sent_text(upstream.bodies[0])
+    assert history == before
+
+
+@pytest.mark.parametrize("path", sorted(anthropic_paths()))
+def test_every_anthropic_path_recovers_from_overflow(session: Session, path: str) -> None:
+    upstream = Upstream(status(400, ANTHROPIC_OVERFLOW), message('{"text": "ok"}'))
+    client: Any = wrap(anthropic_client(upstream), session=session)
+    anthropic_paths()[path](client, anthropic_history())
+    assert len(upstream.bodies) == 2
+    assert len(sent_text(upstream.bodies[1])) < len(sent_text(upstream.bodies[0]))
+
+
+def test_anthropic_stream_helpers_are_managed(session: Session) -> None:
+    for path in ("messages", "beta.messages"):
+        upstream = Upstream(status(400, ANTHROPIC_OVERFLOW), anthropic_stream("Done.", "end_turn"))
+        client: Any = wrap(anthropic_client(upstream), session=session)
+        resource: Any = client.beta.messages if path == "beta.messages" else client.messages
+        with resource.stream(model="m", max_tokens=64, messages=anthropic_history()) as s:
+            assert s.get_final_text() == "Done."
+        assert len(upstream.bodies) == 2, path
+        assert len(sent_text(upstream.bodies[0])) < BIG / 4, path
+
+
+def test_counting_tokens_counts_the_managed_history(session: Session) -> None:
+    upstream = Upstream(count_reply)
+    client: Any = wrap(anthropic_client(upstream), session=session)
+    counted = client.messages.count_tokens(model="m", messages=anthropic_history())
+    assert counted.input_tokens == 1234
+    assert len(sent_text(upstream.bodies[0])) < BIG / 4
+    assert counted.toolbudget_report.managed.results_cut > 0
+
+
+def test_async_anthropic_paths_are_managed(session: Session) -> None:
+    upstream = Upstream(message('{"text": "ok"}'))
+
+    async def main() -> None:
+        client: Any = wrap(async_anthropic_client(upstream), session=session)
+        args: dict[str, Any] = {"model": "m", "max_tokens": 64}
+        await client.messages.create(messages=anthropic_history(), **args)
+        raw = await client.messages.with_raw_response.create(messages=anthropic_history(), **args)
+        assert (await raw.parse()).content[0].text == '{"text": "ok"}'
+        await client.with_raw_response.beta.messages.create(messages=anthropic_history(), **args)
+        await client.beta.messages.create(messages=anthropic_history(), **args)
+        async with client.messages.with_streaming_response.create(messages=anthropic_history(), **args) as r:
+            await r.parse()
+        await client.messages.parse(messages=anthropic_history(), output_format=Answer, **args)
+        await client.with_options(timeout=9.0).beta.messages.create(messages=anthropic_history(), **args)
+        await client.close()
+
+    asyncio.run(main())
+    assert len(upstream.bodies) == 7
+    for body in upstream.bodies:
+        assert len(sent_text(body)) < BIG / 4
+
+
+def openai_paths() -> dict[str, Callable[[Any], Any]]:
+    def streamed(manager: Any) -> Any:
+        with manager as opened:
+            return opened.parse()
+
+    def chat(c: Any) -> dict[str, Any]:
+        return {"model": "gpt-4o", "messages": chat_history()}
+
+    return {
+        "chat.completions.create": lambda c: c.chat.completions.create(**chat(c)),
+        "chat.completions.with_raw_response.create": lambda c: c.chat.completions.with_raw_response.create(
+            **chat(c)
+        ).parse(),
+        "with_raw_response.chat.completions.create": lambda c: c.with_raw_response.chat.completions.create(
+            **chat(c)
+        ).parse(),
+        "chat.completions.with_streaming_response.create": lambda c: streamed(
+            c.chat.completions.with_streaming_response.create(**chat(c))
+        ),
+        "beta.chat.completions.create": lambda c: c.beta.chat.completions.create(**chat(c)),
+        "chat.completions.parse": lambda c: c.chat.completions.parse(response_format=Answer, **chat(c)),
+        "with_options().chat.completions.create": lambda c: c.with_options(
+            timeout=9.0
+        ).chat.completions.create(**chat(c)),
+        "copy().chat.completions.create": lambda c: c.copy().chat.completions.create(**chat(c)),
+    }
+
+
+@pytest.mark.parametrize("path", sorted(openai_paths()))
+def test_every_chat_path_sends_the_managed_history_and_recovers(session: Session, path: str) -> None:
+    upstream = Upstream(status(400, CHAT_OVERFLOW), completion('{"text": "ok"}'))
+    client: Any = wrap(openai_client(upstream), session=session)
+    openai_paths()[path](client)
+    assert len(upstream.bodies) == 2
+    assert len(sent_text(upstream.bodies[0])) < BIG / 4, path
+    assert len(sent_text(upstream.bodies[1])) < len(sent_text(upstream.bodies[0]))
+
+
+def test_the_chat_stream_helper_is_managed(session: Session) -> None:
+    upstream = Upstream(status(400, CHAT_OVERFLOW), chat_stream(["Do", "ne."], "stop"))
+    client: Any = wrap(openai_client(upstream), session=session)
+    with client.chat.completions.stream(model="gpt-4o", messages=chat_history()) as s:
+        final = s.get_final_completion()
+    assert final.choices[0].message.content == "Done."
+    assert len(upstream.bodies) == 2
+    assert len(sent_text(upstream.bodies[0])) < BIG / 4
+    assert s.toolbudget_report.stream_finished is True
+    assert s.toolbudget_report.final_cutoff is None
+
+    cut = Upstream(chat_stream(["Do"], "length"))
+    client = wrap(openai_client(cut), session=session)
+    with client.chat.completions.stream(model="gpt-4o", messages=chat_history()) as s:
+        s.until_done()
+    assert s.toolbudget_report.final_cutoff is not None
+    assert s.toolbudget_report.final_cutoff.reason == "length"
+
+
+def responses_paths() -> dict[str, Callable[[Any], Any]]:
+    def args() -> dict[str, Any]:
+        return {"model": "gpt-5", "input": responses_history()}
+
+    return {
+        "responses.create": lambda c: c.responses.create(**args()),
+        "responses.with_raw_response.create": lambda c: c.responses.with_raw_response.create(
+            **args()
+        ).parse(),
+        "with_raw_response.responses.create": lambda c: c.with_raw_response.responses.create(
+            **args()
+        ).parse(),
+        "beta.responses.create": lambda c: c.beta.responses.create(**args()),
+        "responses.parse": lambda c: c.responses.parse(text_format=Answer, **args()),
+    }
+
+
+@pytest.mark.parametrize("path", sorted(responses_paths()))
+def test_every_responses_path_sends_the_managed_history_and_recovers(session: Session, path: str) -> None:
+    upstream = Upstream(status(400, RESPONSES_OVERFLOW), response('{"text": "ok"}'))
+    client: Any = wrap(openai_client(upstream), session=session)
+    responses_paths()[path](client)
+    assert len(upstream.bodies) == 2
+    assert len(sent_text(upstream.bodies[0])) < BIG / 4, path
+    assert len(sent_text(upstream.bodies[1])) < len(sent_text(upstream.bodies[0]))
+
+
+def test_responses_input_is_managed_when_counted_compacted_and_decided(session: Session) -> None:
+    upstream = Upstream(
+        lambda _r: httpx2.Response(200, json={"object": "response.input_tokens", "input_tokens": 7})
+    )
+    client: Any = wrap(openai_client(upstream), session=session)
+    client.responses.input_tokens.count(model="gpt-5", input=responses_history())
+    compacted = Upstream(response("ok"))
+    wrap(openai_client(compacted), session=session).responses.compact(
+        model="gpt-5", input=responses_history()
+    )
+    decided = Upstream(lambda _r: httpx2.Response(200, json={"id": "d", "object": "decision", "answers": []}))
+    deciding: Any = wrap(openai_client(decided), session=session)
+    deciding.decisions.create(
+        model="gpt-6-luna", input=responses_history(), questions=[{"type": "predicate", "question": "ok?"}]
+    )
+    assert decided.bodies[0]["questions"] == [{"type": "predicate", "question": "ok?"}]
+    for body in (upstream.bodies[0], compacted.bodies[0], decided.bodies[0]):
+        assert len(sent_text(body)) < BIG / 4
+
+
+def test_async_openai_paths_are_managed(session: Session) -> None:
+    upstream = Upstream(completion("ok"))
+
+    async def main() -> None:
+        client: Any = wrap(async_openai_client(upstream), session=session)
+        await client.chat.completions.create(model="gpt-4o", messages=chat_history())
+        raw = await client.chat.completions.with_raw_response.create(model="gpt-4o", messages=chat_history())
+        assert raw.parse().choices[0].message.content == "ok"  # the legacy raw response parses at once
+        await client.with_raw_response.chat.completions.create(model="gpt-4o", messages=chat_history())
+        await client.beta.chat.completions.create(model="gpt-4o", messages=chat_history())
+        async with client.chat.completions.with_streaming_response.create(
+            model="gpt-4o", messages=chat_history()
+        ) as r:
+            await r.parse()
+        await client.copy().chat.completions.create(model="gpt-4o", messages=chat_history())
+        await client.close()
+
+    asyncio.run(main())
+    assert len(upstream.bodies) == 6
+    for body in upstream.bodies:
+        assert len(sent_text(body)) < BIG / 4
+
+
+def test_what_cannot_be_managed_is_refused_by_name(session: Session) -> None:
+    from toolbudget.errors import ToolbudgetError
+    from toolbudget.errors import UnsupportedClient as FromErrors
+
+    assert UnsupportedClient is FromErrors
+    assert issubclass(UnsupportedClient, ToolbudgetError)
+    upstream = Upstream(message("ok"))
+    client: Any = wrap(anthropic_client(upstream), session=session)
+    ochat: Any = wrap(openai_client(upstream), session=session)
+    refused: dict[str, Callable[[], Any]] = {
+        "messages.batches.create": lambda: client.messages.batches.create(requests=[]),
+        "beta.messages.batches.create": lambda: client.beta.messages.batches.create(requests=[]),
+        "beta.messages.tool_runner": lambda: client.beta.messages.tool_runner,
+        "beta.messages.thread": lambda: client.beta.messages.thread,
+        "responses.connect": lambda: ochat.responses.connect,
+        "post('/v1/messages')": lambda: client.post("/v1/messages", body={}, cast_to=object),
+        "post('/chat/completions')": lambda: ochat.post("/chat/completions", body={}, cast_to=object),
+    }
+    for name, attempt in refused.items():
+        with pytest.raises(UnsupportedClient) as caught:
+            attempt()
+        assert name.split("(")[0] in str(caught.value), name
+    assert upstream.bodies == []
+    # what sends no conversation is the SDK's own; a method this version does not know is refused
+    from anthropic.resources.messages.messages import Messages
+
+    setattr(Messages, "create_v2", lambda self, **kwargs: None)  # noqa: B010
+    try:
+        with pytest.raises(UnsupportedClient, match=r"messages\.create_v2 is not managed"):
+            getattr(client.messages, "create_v2")  # noqa: B009
+    finally:
+        delattr(Messages, "create_v2")
+    with pytest.raises(AttributeError):
+        getattr(client.messages, "no_such_method")  # noqa: B009
+    assert client.messages.batches.list is not None
+    assert ochat.responses.retrieve is not None
+    assert callable(client.models.list)
+
+
+def test_parse_keeps_the_callers_pydantic_tools(session: Session) -> None:
+    """Tools left unchanged go to the SDK as the caller's objects, so ``parse`` still parses them."""
+
+    class Read(pydantic.BaseModel):
+        path: str
+
+    upstream = Upstream(completion(None, "tool_calls", arguments='{"path": "a.py"}'))
+    client: Any = wrap(openai_client(upstream), session=session, recall=True)
+    tools = [openai.pydantic_function_tool(Read)]
+    parsed = client.chat.completions.parse(model="gpt-4o", messages=chat_history(), tools=tools)
+    call = parsed.choices[0].message.tool_calls[0]
+    assert isinstance(call.function.parsed_arguments, Read)
+    assert [t["function"]["name"] for t in upstream.bodies[0]["tools"]] == ["Read", "toolbudget_recall"]
+    assert upstream.bodies[0]["tools"][1]["function"]["strict"] is True
+    assert len(tools) == 1
+    # the strict form's nulls read as absent
+    answer = client.toolbudget.handle_recall({"key": "nope", "lines": None, "grep": None, "chars": None})
+    assert "not found" in answer
+
+
+# --------------------------------------------------------------------------- the session, recall, closing
+
+
+def test_the_session_is_exposed_and_recall_is_offered_and_answered(session: Session) -> None:
+    from toolbudget import RECALL_TOOL, recall_tool
+
+    upstream = Upstream(message("ok"))
+    client: Any = wrap(anthropic_client(upstream), session=session, recall=True)
+    assert client.toolbudget is session
+    tools = [{"name": "Bash", "input_schema": {"type": "object"}}]
+    client.messages.create(model="m", max_tokens=5, messages=anthropic_history(), tools=tools)
+    sent = upstream.bodies[0]
+    assert [t["name"] for t in sent["tools"]] == ["Bash", RECALL_TOOL]
+    assert sent["tools"][1] == recall_tool("anthropic")
+    assert len(tools) == 1  # the caller's list is not changed
+    # no tools given: the recall tool is the one; already defined: not added twice
+    client.messages.create(model="m", max_tokens=5, messages=anthropic_history())
+    client.messages.create(model="m", max_tokens=5, messages=anthropic_history(), tools=sent["tools"])
+    assert [t["name"] for t in upstream.bodies[1]["tools"]] == [RECALL_TOOL]
+    assert [t["name"] for t in upstream.bodies[2]["tools"]] == ["Bash", RECALL_TOOL]
+    # the model's call is answered from the session's archive
+    key = re.search(r"<<tb:([^>]+)>>", sent_text(sent))
+    assert key is not None
+    answer = client.toolbudget.handle_recall({"key": key.group(1), "lines": "1:3"})
+    assert "line 0" in answer
+    # every API gets the definition in its own form
+    chat = Upstream(completion("ok"))
+    wrap(openai_client(chat), session=session, recall=True).chat.completions.create(
+        model="gpt-4o", messages=chat_history()
+    )
+    assert chat.bodies[0]["tools"] == [recall_tool("openai-chat")]
+    resp = Upstream(response("ok"))
+    wrap(openai_client(resp), session=session, recall=True).responses.create(
+        model="gpt-5", input=responses_history()
+    )
+    assert resp.bodies[0]["tools"] == [recall_tool("openai-responses")]
+    # a method without tools gets none (the SDK would refuse the argument)
+    compacted = Upstream(response("ok"))
+    compacting: Any = wrap(openai_client(compacted), session=session, recall=True)
+    compacting.responses.compact(model="gpt-5", input=responses_history())
+    assert "tools" not in compacted.bodies[0]
+    counted = Upstream(count_reply)
+    counting: Any = wrap(anthropic_client(counted), session=session, recall=True)
+    counting.messages.with_raw_response.count_tokens(model="m", messages=anthropic_history())
+    assert [t["name"] for t in counted.bodies[0]["tools"]] == [RECALL_TOOL]
+
+
+def test_without_recall_no_tool_is_added(session: Session) -> None:
+    upstream = Upstream(message("ok"))
+    client: Any = wrap(anthropic_client(upstream), session=session)
+    client.messages.create(model="m", max_tokens=5, messages=[{"role": "user", "content": "hi"}])
+    assert "tools" not in upstream.bodies[0]
+
+
+def test_a_made_session_is_exposed_and_closed_with_the_client(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    root = tmp_path / "cache" / "toolbudget" / "archives"
+    client: Any = wrap(anthropic_client(Upstream(message("ok"))))
+    made = client.toolbudget
+    assert isinstance(made, Session)
+    client.messages.create(model="m", max_tokens=5, messages=anthropic_history(2, 50_000))
+    assert DirStore(root).live_holders(made.id)
+    client.close()
+    # Closed with the client: it lets go of the archive, which stays for its TTL.
+    assert made._closed and not DirStore(root).live_holders(made.id)
+    assert list(root.rglob("*.txt"))
+
+
+def test_leaving_the_block_never_raises_for_the_session(monkeypatch: pytest.MonkeyPatch) -> None:
+    from toolbudget.errors import StoreError
+
+    def broken(self: Session) -> None:
+        raise StoreError("the disk went away")
+
+    upstream = Upstream(message("ok"))
+    with pytest.warns(RuntimeWarning, match="the disk went away"), wrap(anthropic_client(upstream)) as client:
+        client.messages.create(model="m", max_tokens=5, messages=[{"role": "user", "content": "hi"}])
+        monkeypatch.setattr(Session, "close", broken)
+    # the block's own error is the one raised
+    with pytest.raises(KeyError), pytest.warns(RuntimeWarning), wrap(anthropic_client(upstream)) as client:
+        client.messages.create(model="m", max_tokens=5, messages=[{"role": "user", "content": "hi"}])
+        raise KeyError("mine")
+
+    async def main() -> None:
+        async with wrap(async_anthropic_client(upstream)) as aclient:
+            await aclient.messages.create(
+                model="m", max_tokens=5, messages=[{"role": "user", "content": "hi"}]
+            )
+
+    with pytest.warns(RuntimeWarning):
+        asyncio.run(main())
+
+
+def test_the_responses_stream_helper_is_managed_sync_and_async(session: Session) -> None:
+    upstream = Upstream(status(400, RESPONSES_OVERFLOW), responses_sse())
+    client: Any = wrap(openai_client(upstream), session=session)
+    with client.responses.stream(model="gpt-5", input=responses_history()) as s:
+        kinds = [event.type for event in s]
+    assert kinds[-1] == "response.incomplete"
+    assert s.toolbudget_report.recovered
+    assert s.toolbudget_report.final_cutoff.reason == "max_output_tokens"
+    assert len(upstream.bodies) == 2
+    assert len(sent_text(upstream.bodies[0])) < BIG / 4
+
+    again = Upstream(status(400, RESPONSES_OVERFLOW), responses_sse())
+    chat = Upstream(status(400, CHAT_OVERFLOW), chat_stream(["Hi"], "stop"))
+
+    async def main() -> None:
+        aclient: Any = wrap(async_openai_client(again), session=session)
+        async with aclient.responses.stream(model="gpt-5", input=responses_history()) as stream:
+            async for _event in stream:
+                pass
+        assert stream.toolbudget_report.recovered
+        achat: Any = wrap(async_openai_client(chat), session=session)
+        async with achat.chat.completions.stream(model="gpt-4o", messages=chat_history()) as cs:
+            final = await cs.get_final_completion()
+        assert final.choices[0].message.content == "Hi"
+        async with achat.beta.chat.completions.with_streaming_response.create(
+            model="gpt-4o", messages=chat_history()
+        ) as response:
+            await response.parse()
+
+    asyncio.run(main())
+    assert len(again.bodies) == 2
+    assert len(chat.bodies) == 3
+    for body in (*again.bodies, *chat.bodies):
+        assert len(sent_text(body)) < BIG / 4

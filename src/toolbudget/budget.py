@@ -168,17 +168,23 @@ def _with_text(result: ToolResult, text: str) -> ToolResult:
     return with_text(result, text)
 
 
-def _slots(request: Request, policy: Policy, archive: Archive | None) -> list[_Slot]:
+def _slots(request: Request, policy: Policy, archive: Archive | None) -> tuple[list[_Slot], int]:
     """Every tool result with its tool name, the turn it answers, and whether it is exempt.
 
     A result that is already one of our previews is budgeted from its archived
     original, so managing a managed history changes nothing, and a tighter
     policy re-cuts from the original instead of cutting a cut.
+
+    Also returns how many results there are. A result with no text (an empty
+    one, or only an image) gets no slot, having nothing to cut, but it is still
+    a result: some wire forms read an empty result as no content at all and
+    others as one empty text, and the count must not depend on which.
     """
     calls: dict[str, tuple[ToolCall, int, int]] = {}
     # Calls without ids (Gemini), by name: their responses answer them in order.
     unnamed: dict[str, list[tuple[ToolCall, int, int]]] = {}
     slots: list[_Slot] = []
+    seen = 0
     turn = -1
     turn_no = -1
     prev_assistant = False
@@ -195,6 +201,7 @@ def _slots(request: Request, policy: Policy, archive: Archive | None) -> list[_S
                 else:
                     unnamed.setdefault(part.name, []).append((part, turn, turn_no))
             elif isinstance(part, ToolResult):
+                seen += 1
                 waiting = unnamed.get(part.name or "") if part.call_id is None else None
                 found = calls.get(part.call_id) if part.call_id is not None else None
                 if waiting:
@@ -214,7 +221,7 @@ def _slots(request: Request, policy: Policy, archive: Archive | None) -> list[_S
         for slot in slots:
             # A recall answer in the newest turn is never cut, so recall and cut cannot loop.
             slot.protected = slot.turn == newest and is_recall_tool(slot.tool)
-    return slots
+    return slots, seen
 
 
 def _original_of(text: str, archive: Archive | None) -> str:
@@ -359,7 +366,7 @@ def enforce(
     ``schedule`` decides the compaction levels (none without one); ``sizes``
     are the characters of each message, known from the caller's caches.
     """
-    slots = _slots(request, policy, archive)
+    slots, seen = _slots(request, policy, archive)
     cutter = _Cutter(policy, archive, on_store_error, recall_route(request))
     preview_room = policy.preview_chars + MARKER_ROOM
     for slot in slots:
@@ -378,7 +385,7 @@ def enforce(
         tuple(s.cut for s in slots if s.cut is not None),
         tuple(unreachable),
         cutter.fallbacks,
-        len(slots),
+        seen,
         event,
     )
 

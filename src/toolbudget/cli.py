@@ -2,11 +2,17 @@
 
 Exit status: 0 when all is well, 1 when the command worked and found a problem
 (violations, an unknown key), 2 when the input cannot be used. Errors are one
-line on stderr, never a traceback.
+line on stderr, never a traceback. When the reader of the output goes away
+(``toolbudget convert ... | head``), the command stops quietly with status 141,
+as a Unix tool killed by ``SIGPIPE`` does.
+
+``validate``, ``repair`` and ``compact`` read one body, or JSON Lines of them
+(what ``convert --all`` writes); see :mod:`toolbudget.cli_input`.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable
 from dataclasses import replace
@@ -17,9 +23,10 @@ from typing import Any, NoReturn, TypeVar
 import click
 
 from . import wire
+from .cli_input import Input, dump, read_bodies
 from .convert import to_request
 from .errors import InputError, NotFoundError, ToolbudgetError
-from .jsonio import dumps, to_body
+from .jsonio import dumps
 from .pairing import check_request, repair_request
 from .policy import Policy
 from .recall import parse_query
@@ -52,6 +59,8 @@ def friendly(func: F) -> F:
     def run(*args: Any, **kwargs: Any) -> Any:
         try:
             return func(*args, **kwargs)
+        except BrokenPipeError:
+            reader_gone()
         except ToolbudgetError as exc:
             fail(str(exc))
         except OSError as exc:
@@ -61,6 +70,20 @@ def friendly(func: F) -> F:
             fail("not enough memory to read the input")
 
     return run  # type: ignore[return-value]
+
+
+SIGPIPE_STATUS = 141
+"""128 + SIGPIPE: what a shell reports for a Unix tool whose reader went away."""
+
+
+def reader_gone() -> NoReturn:
+    """The reader of stdout closed it: stop without a word (nothing is left to tell it)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # so the flush at exit finds no broken pipe either
+    except (OSError, ValueError):
+        pass
+    sys.exit(SIGPIPE_STATUS)
 
 
 def read_input(source: str) -> bytes:
@@ -97,15 +120,25 @@ def validate(source: str, api: str | None) -> None:
 
     Exit 0 when it is valid, 1 when it is not.
     """
-    body = to_body(read_input(source), what=_name(source))
-    request = wire.parse(body, api)
-    violations = check_request(request)
-    for violation in violations:
-        click.echo(str(violation))
-    if violations:
-        click.echo(f"{len(violations)} violation(s) for {request.api}", err=True)
+    inputs = read_bodies(read_input(source), _name(source))
+    total = 0
+    invalid = 0
+    apis: list[str] = []
+    for item in inputs:
+        request = wire.parse(item.body, api)
+        apis.append(request.api or "")
+        violations = check_request(request)
+        prefix = f"line {item.line}: " if item.line is not None else ""
+        for violation in violations:
+            click.echo(f"{prefix}{violation}")
+        total += len(violations)
+        invalid += bool(violations)
+    names = ", ".join(dict.fromkeys(apis))
+    of = f" in {invalid} of {len(inputs)} bodies" if len(inputs) > 1 else ""
+    if total:
+        click.echo(f"{total} violation(s){of} for {names}", err=True)
         sys.exit(1)
-    click.echo(f"valid for {request.api}", err=True)
+    click.echo(f"valid for {names}" + (f" ({len(inputs)} bodies)" if len(inputs) > 1 else ""), err=True)
 
 
 @main.command()
@@ -122,33 +155,40 @@ def repair(source: str, api: str | None, out: str | None, report: str | None, cl
 
     A valid body is written back byte for byte.
     """
-    raw = read_input(source)
-    body = to_body(raw, what=_name(source))
-    request = wire.parse(body, api)
-    before = check_request(request)
-    fixed, repairs = repair_request(request, close_pending=close_pending)
-    remaining = check_request(fixed) if repairs else []
-    write_output(raw if fixed is request else dumps(wire.render(fixed)), out)
-    for item in repairs:
-        click.echo(f"repaired: {item}", err=True)
-    for violation in remaining:
-        click.echo(f"cannot repair: {violation}", err=True)
-    if report:
-        Path(report).write_bytes(
-            dumps(
-                {
-                    "api": request.api,
-                    "violations": [_violation(v) for v in before],
-                    "repairs": [
-                        {"kind": r.kind, "index": r.index, "call_id": r.call_id, "detail": r.detail}
-                        for r in repairs
-                    ],
-                    "remaining": [_violation(v) for v in remaining],
-                },
-                indent=True,
-            )
+    inputs = read_bodies(read_input(source), _name(source))
+    written: list[bytes] = []
+    reports: list[dict[str, Any]] = []
+    count = 0
+    apis: list[str] = []
+    for item in inputs:
+        request = wire.parse(item.body, api)
+        apis.append(request.api or "")
+        before = check_request(request)
+        fixed, repairs = repair_request(request, close_pending=close_pending)
+        remaining = check_request(fixed) if repairs else []
+        written.append(item.raw if fixed is request else dump(wire.render(fixed), exact=item.exact))
+        prefix = f"line {item.line}: " if item.line is not None else ""
+        for done in repairs:
+            click.echo(f"{prefix}repaired: {done}", err=True)
+        for violation in remaining:
+            click.echo(f"{prefix}cannot repair: {violation}", err=True)
+        count += len(repairs)
+        reports.append(
+            {
+                **({"line": item.line} if item.line is not None else {}),
+                "api": request.api,
+                "violations": [_violation(v) for v in before],
+                "repairs": [
+                    {"kind": r.kind, "index": r.index, "call_id": r.call_id, "detail": r.detail}
+                    for r in repairs
+                ],
+                "remaining": [_violation(v) for v in remaining],
+            }
         )
-    click.echo(f"{len(repairs)} repair(s) for {request.api}", err=True)
+    _write_bodies(written, inputs, out)
+    if report:
+        Path(report).write_bytes(dumps(reports if _many(inputs) else reports[0], indent=True))
+    click.echo(f"{count} repair(s) for {', '.join(dict.fromkeys(apis))}", err=True)
 
 
 @main.command()
@@ -158,7 +198,11 @@ def repair(source: str, api: str | None, out: str | None, report: str | None, cl
 @click.option("--conversation", "which", help="Which conversation of the file (its id or index).")
 @click.option("--all", "every", is_flag=True, help="Write every conversation, one body per line.")
 @click.option("--model", help="The model to name in the body (the transcript's own by default).")
-@click.option("--max-tokens", type=int, help="max_tokens to set (required by Anthropic; 4096 by default).")
+@click.option(
+    "--max-tokens",
+    type=int,
+    help="The output limit to set, in each API's own field (Anthropic requires one: 4096 by default).",
+)
 @friendly
 def convert(
     transcript: str,
@@ -169,14 +213,20 @@ def convert(
     model: str | None,
     max_tokens: int | None,
 ) -> None:
-    """Write the request body an agent at the end of TRANSCRIPT would send."""
+    """Write the request body an agent at the end of TRANSCRIPT would send.
+
+    With --all, one body per line (JSON Lines), which validate, repair and
+    compact read back.
+    """
+    if max_tokens is not None and max_tokens <= 0:
+        fail(f"--max-tokens must be a positive number of tokens, not {max_tokens}")
     loaded = load_transcript(transcript)
     conversations = loaded.conversations
     if not conversations:
         fail(f"{transcript}: holds no conversation")
     if every:
-        lines = [dumps(to_request(c, api, model=model, max_tokens=max_tokens)) for c in conversations]
-        write_output(b"\n".join(lines), out)
+        lines = [dumps(to_request(c, api, model=model, max_tokens=max_tokens)) + b"\n" for c in conversations]
+        write_output(b"".join(lines), out)
         return
     chosen = _choose(conversations, which, transcript)
     write_output(dumps(to_request(chosen, api, model=model, max_tokens=max_tokens)), out)
@@ -209,16 +259,32 @@ def compact(
     The workspace is kept after the command ends, so the cuts can be recalled;
     remove it with `toolbudget clean`.
     """
-    raw = read_input(source)
+    if store_url is not None and store_url.strip().lower().startswith("memory:"):
+        fail(
+            "--store memory: ends with this command, so the keys in the markers it writes could never "
+            "be recalled; use dir:PATH (the default workspace) or sqlite:PATH, or redis://HOST:PORT/DB"
+        )
+    inputs = read_bodies(read_input(source), _name(source))
     policy = Policy.load()
-    with Session(session, store=store_url, policy=policy) as live:
-        managed = live.manage(raw, api)
-    write_output(managed.body if isinstance(managed.body, bytes) else dumps(managed.body), out)
-    r = managed.report
+    written: list[bytes] = []
+    reports: list[dict[str, Any]] = []
+    for item in inputs:
+        # One session per body: each conversation has its own archive (the same one with --session).
+        with Session(session, store=store_url, policy=policy) as live:
+            managed = live.manage(item.body if item.exact else item.raw, api)
+        body = managed.body
+        written.append(body if isinstance(body, bytes) else dump(body, exact=item.exact))
+        r = managed.report
+        reports.append({**({"line": item.line} if item.line is not None else {}), **r.as_dict()})
+        _compact_summary(r, f"line {item.line}: " if item.line is not None else "")
+    _write_bodies(written, inputs, out)
     if report:
-        Path(report).write_bytes(dumps(r.as_dict(), indent=True))
+        Path(report).write_bytes(dumps(reports if _many(inputs) else reports[0], indent=True))
+
+
+def _compact_summary(r: Any, prefix: str) -> None:
     click.echo(
-        f"session {r.session}: {r.results_cut} of {r.results_seen} results cut, "
+        f"{prefix}session {r.session}: {r.results_cut} of {r.results_seen} results cut, "
         f"{r.chars_before:,} -> {r.chars_after:,} chars "
         f"(~{r.tokens_before:,} -> ~{r.tokens_after:,} tokens), "
         f"{len(r.repairs)} repair(s)",
@@ -226,15 +292,28 @@ def compact(
     )
     if r.store_fallbacks:
         click.echo(
-            f"warning: the store failed for {r.store_fallbacks} result(s); those cuts cannot be recalled",
+            f"{prefix}warning: the store failed for {r.store_fallbacks} result(s); "
+            "those cuts cannot be recalled",
             err=True,
         )
     for turn in r.budget_unreachable:
         click.echo(
-            f"warning: the results of turn {turn.turn} need {turn.chars:,} chars, "
+            f"{prefix}warning: the results of turn {turn.turn} need {turn.chars:,} chars, "
             f"over the {turn.budget:,} budget",
             err=True,
         )
+
+
+def _many(inputs: list[Input]) -> bool:
+    return bool(inputs) and inputs[0].line is not None
+
+
+def _write_bodies(written: list[bytes], inputs: list[Input], out: str | None) -> None:
+    """One body as it is; JSON Lines in, JSON Lines out (every line ending in a newline)."""
+    if _many(inputs):
+        write_output(b"".join(line + b"\n" for line in written), out)
+    else:
+        write_output(written[0], out)
 
 
 @main.command()
@@ -302,6 +381,9 @@ def clean(session: str, store_url: str | None) -> None:
     help="The compaction schedule (the policy's, cache-aware by default).",
 )
 @click.option("--conversation", "which", help="Which conversation of the file (its id or index).")
+@click.option(
+    "--all", "every", is_flag=True, help="Replay every conversation of the file, one after another."
+)
 @friendly
 def replay(
     transcript: str,
@@ -312,26 +394,51 @@ def replay(
     report: str | None,
     compaction: str | None,
     which: str | None,
+    every: bool,
 ) -> None:
-    """Walk a real transcript turn by turn, managing each request, and tally prefix caching."""
+    """Walk a real transcript turn by turn, managing each request, and tally prefix caching.
+
+    With --all, each conversation gets its own table (and its own
+    subdirectory of --emit, by index); --report then holds a list.
+    """
     from .replay import replay_session
 
+    if every and which is not None:
+        fail("--all and --conversation choose differently; give one of them")
     loaded = load_transcript(transcript)
-    conversation = _choose(loaded.conversations, which, transcript)
+    conversations = loaded.conversations
+    if not conversations:
+        fail(f"{transcript}: holds no conversation")
+    if every:
+        chosen = list(enumerate(conversations))
+    else:
+        one = _choose(conversations, which, transcript)
+        chosen = [next((i, c) for i, c in enumerate(conversations) if c is one)]
+        if len(conversations) > 1 and which is None:
+            click.echo(
+                f"{transcript} holds {len(conversations)} conversations; replaying {one.id!r} "
+                "(choose with --conversation, or --all)",
+                err=True,
+            )
     policy = Policy.load()
     if compaction:
         policy = replace(policy, compaction=compaction)
-    outcome = replay_session(
-        conversation,
-        api,
-        policy,
-        session=session,
-        store=store_url or "memory:",
-        emit=Path(emit_dir) if emit_dir else None,
-    )
-    click.echo(outcome.table(), nl=False)
+    outcomes = []
+    for index, conversation in chosen:
+        sink = Path(emit_dir) if emit_dir else None
+        if sink is not None and every:
+            sink = sink / f"{index:03d}"
+        outcome = replay_session(
+            conversation, api, policy, session=session, store=store_url or "memory:", emit=sink
+        )
+        if every:
+            click.echo(f"conversation {index}: {conversation.id}")
+        click.echo(outcome.table(), nl=False)
+        if every and index != chosen[-1][0]:
+            click.echo("")
+        outcomes.append(outcome.as_dict())
     if report:
-        Path(report).write_bytes(dumps(outcome.as_dict(), indent=True))
+        Path(report).write_bytes(dumps(outcomes if every else outcomes[0], indent=True))
 
 
 @main.command()

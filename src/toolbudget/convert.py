@@ -1,16 +1,51 @@
-"""From a conversation read off disk to the request body an agent would send next."""
+"""From a conversation read off disk to the request body an agent would send next.
+
+The body is what the transcript recorded, in the wire form of the API asked
+for, with two additions a provider needs:
+
+- ``max_tokens``, in the API's own field: Anthropic's ``max_tokens`` (which it
+  requires: :data:`DEFAULT_MAX_TOKENS` when none is given), Chat's
+  ``max_completion_tokens``, Responses' ``max_output_tokens``, Gemini's
+  ``generationConfig.maxOutputTokens`` and Bedrock's ``inferenceConfig.maxTokens``.
+  It must be a positive number.
+- for Bedrock, which refuses a conversation that does not start with a user
+  message ("A conversation must start with a user message"), a short opening
+  user turn, :data:`OPENING_USER_TEXT`, before a conversation whose agent
+  spoke first (Codex and tau2 sessions can). The other APIs accept such a
+  history, so it is left as recorded.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 from . import wire
-from .model import Conversation, Request, frozen_mapping
+from .errors import InputError
+from .model import Conversation, Message, Request, Text, frozen_mapping
 
-__all__ = ["DEFAULT_MAX_TOKENS", "to_request"]
+__all__ = ["DEFAULT_MAX_TOKENS", "OPENING_USER_TEXT", "to_request"]
 
 DEFAULT_MAX_TOKENS = 4096
 """Anthropic requires ``max_tokens``; a transcript rarely records it."""
+
+OPENING_USER_TEXT = "[toolbudget] The recorded conversation starts with the assistant's turn."
+"""The user turn put first in a Bedrock body whose conversation the agent opened."""
+
+
+def _limit(api: str, max_tokens: int | None) -> dict[str, Any]:
+    if max_tokens is None:
+        return {"max_tokens": DEFAULT_MAX_TOKENS} if api == "anthropic" else {}
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens <= 0:
+        raise InputError(f"max_tokens must be a positive number of tokens, not {max_tokens!r}")
+    if api == "anthropic":
+        return {"max_tokens": max_tokens}
+    if api == "openai-chat":
+        return {"max_completion_tokens": max_tokens}
+    if api == "openai-responses":
+        return {"max_output_tokens": max_tokens}
+    if api == "gemini":
+        return {"generationConfig": {"maxOutputTokens": max_tokens}}
+    return {"inferenceConfig": {"maxTokens": max_tokens}}
 
 
 def to_request(
@@ -24,19 +59,19 @@ def to_request(
 
     ``model`` defaults to the model the transcript names, and is left out when
     it names none: a made-up model name would be a lie in the output.
+    ``max_tokens`` that is not a positive integer raises :class:`InputError`.
     """
     api = wire.resolve_api(api)
     extra: dict[str, Any] = {}
     chosen = model or conversation.meta.get("model")
     if isinstance(chosen, str) and api not in ("gemini", "bedrock-converse"):
         extra["model"] = chosen  # Gemini and Bedrock name the model in the URL
-    if api == "anthropic":
-        extra["max_tokens"] = max_tokens or DEFAULT_MAX_TOKENS
-    elif max_tokens is not None:
-        key = {"openai-chat": "max_completion_tokens", "openai-responses": "max_output_tokens"}.get(api)
-        if key:
-            extra[key] = max_tokens
-    request = Request(
-        None, conversation.messages, conversation.system, conversation.tools, frozen_mapping(extra)
-    )
+    extra.update(_limit(api, max_tokens))
+    messages = conversation.messages
+    if api == "bedrock-converse":
+        first = next((m for m in messages if m.role != "system"), None)
+        if first is not None and first.role == "assistant":
+            at = messages.index(first)
+            messages = (*messages[:at], Message("user", (Text(OPENING_USER_TEXT),)), *messages[at:])
+    request = Request(None, messages, conversation.system, conversation.tools, frozen_mapping(extra))
     return wire.render(request, api)

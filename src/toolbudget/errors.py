@@ -13,8 +13,9 @@ an exit status, the proxy into an HTTP status)::
     │   ├── UnknownAPIError         no such wire API, or a body whose API cannot be told
     │   └── TranscriptError         a session file that cannot be read as a transcript
     ├── NotFoundError               no archived original has that key in this session (LookupError)
-    └── StoreError                  the archive store failed (disk, database, network)
-        └── StoreConfigError        the store cannot work as configured (its driver is not installed)
+    ├── StoreError                  the archive store failed (disk, database, network)
+    │   └── StoreConfigError        the store cannot work as configured (its driver is not installed)
+    └── UnsupportedClient           ``wrap`` cannot manage that client, or that way of calling it (TypeError)
 
 Errors carry a ``location`` where one is known, written the way providers write
 them (``messages.3.content.1``), so the one-line message can point at the spot.
@@ -33,6 +34,7 @@ __all__ = [
     "ToolbudgetError",
     "TranscriptError",
     "UnknownAPIError",
+    "UnsupportedClient",
 ]
 
 
@@ -81,4 +83,12 @@ class StoreConfigError(StoreError):
 
     Unlike a store that is down, which costs cuts their recall until it is
     back, this never gets better by waiting: a session refuses to start.
+    """
+
+
+class UnsupportedClient(ToolbudgetError, TypeError):
+    """``wrap`` was given a client it cannot manage, or a wrapped client was called a way it does not manage.
+
+    Raised rather than letting a request go out unmanaged: the message names the
+    client or the method (``beta.messages.tool_runner``) and what to call instead.
     """

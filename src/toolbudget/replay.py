@@ -254,7 +254,10 @@ class ReplayOutcome:
             f"{'':<12} {'tokens sent':>12} {'cache read':>12} {'cache write':>12} "
             f"{'billed':>12} {'stable':>7}"
         )
-        for name, totals in (("unmanaged", self.unmanaged), ("eager", self.eager), (self.mode, self.managed)):
+        rows = [("unmanaged", self.unmanaged), ("eager", self.eager)]
+        if self.mode != "eager":  # replayed as eager, the managed row is the eager row
+            rows.append((self.mode, self.managed))
+        for name, totals in rows:
             lines.append(
                 f"{name:<12} {totals.tokens_sent:>12,} {totals.cache_read:>12,} {totals.cache_write:>12,} "
                 f"{totals.billed:>12,.0f} {totals.stability:>7.0%}"
@@ -294,6 +297,6 @@ def replay_session(
         return totals, tuple(events)
 
     managed, events = run(policy, emit)
-    eager, _ = run(replace(policy, compaction="eager"), None)
+    eager = managed if policy.compaction == "eager" else run(replace(policy, compaction="eager"), None)[0]
     unmanaged = replay_requests(conversation, api, None)
     return ReplayOutcome(conversation.id, policy.compaction, managed, unmanaged, eager, events)

@@ -1,13 +1,30 @@
 """``toolbudget.wrap(client)``: the provider's own SDK client, with every history managed.
 
 The wrapped client has the methods, arguments and return types of the one it
-wraps; ``isinstance(wrapped, anthropic.Anthropic)`` holds. The calls that send
-a conversation are intercepted:
+wraps; ``isinstance(wrapped, anthropic.Anthropic)`` holds. Every way the SDK
+offers to send a conversation is managed (:mod:`._resource` says how each is):
 
 =====================================  =========================================================
-``anthropic.Anthropic`` / ``Async``    ``messages.create`` (also ``stream=True``), ``messages.stream``
-``openai.OpenAI`` / ``Async`` / Azure  ``chat.completions.create``, ``responses.create`` (also streaming)
+``anthropic.Anthropic`` / ``Async``    ``messages`` and ``beta.messages``: ``create`` (also
+                                       ``stream=True``), ``stream``, ``parse``, ``count_tokens``
+``openai.OpenAI`` / ``Async`` / Azure  ``chat.completions`` and ``responses`` (also under
+                                       ``beta``): ``create``, ``stream``, ``parse``;
+                                       ``responses.input_tokens.count``, ``responses.compact``,
+                                       ``decisions.create``
 =====================================  =========================================================
+
+and so is each of them through ``with_raw_response`` and
+``with_streaming_response`` (on the resource or on the client), on the async
+client, and on the clients ``with_options``, ``copy`` and ``with_middleware``
+return. What cannot be managed raises :class:`~toolbudget.errors.UnsupportedClient`
+naming it, instead of sending the history as given: ``messages.batches.create``,
+``beta.messages.tool_runner`` and ``.thread``, ``responses.connect``, the
+low-level ``client.post`` to a conversation endpoint, and any method of those
+resources that this module does not know (a newer SDK's). Methods that send no
+conversation (``retrieve``, ``list``, ``delete``, ``models``, ``files``...) are
+the SDK's own, and so are the APIs whose history the server keeps
+(``conversations``, ``beta.threads``, ``beta.agents``), which send only the
+items added.
 
 For each, the keyword arguments are the request body (the SDK's own options,
 ``extra_headers``, ``extra_query``, ``extra_body``, ``timeout``, pass through
@@ -47,16 +64,26 @@ was cut) and whether its end was read (``stream_finished``); ``on_report`` is
 called then, once. ``stream.toolbudget_report`` is set when the stream opens
 and replaced at its end.
 
-**Not managed** (passed through to the SDK as they are): ``with_raw_response``
-and ``with_streaming_response``, ``beta``, ``messages.parse``,
-``messages.count_tokens``, batches, ``chat.completions.parse`` and ``.stream``,
-``responses.parse`` and ``.stream``, and everything else. ``with_options`` and
-``copy`` return wrapped clients that share the session.
+**Raw and parsed answers** (``with_raw_response``, ``with_streaming_response``,
+``parse``, token counting) are managed and recovered from overflow, but never
+lengthened: the caller reads them in its own way, so a second answer cannot be
+merged into them. Their report is on the object returned (the raw response, the
+parsed answer) and goes to ``on_report``.
+
+**Arguments** given as ``None``, ``NOT_GIVEN`` or ``omit`` (``tools=None``,
+``system=None``) are absent, as the SDKs treat them.
 
 **Sessions**: a wrapped client has one :class:`~toolbudget.Session` (given, or
-made on first use with the policy of the working directory, and closed with the
-client). A session is one conversation's archive, so wrap one client per
-conversation, or pass each conversation's own ``session=``.
+made on first use with the policy of the working directory), exposed as
+``client.toolbudget``. It is closed with the client (``close()``, or leaving
+``with wrap(...) as client:``, which never raises for the session). A session
+is one conversation's archive, so wrap one client per conversation, or pass
+each conversation's own ``session=``.
+
+**Recall**: ``wrap(client, recall=True)`` adds the recall tool's definition
+(:func:`toolbudget.recall_tool`) to every request that does not define it, so
+the model can ask for what was cut; answer its calls with
+``client.toolbudget.handle_recall(call_arguments)``.
 
 **google-genai** is not wrapped: its ``generate_content`` takes ``contents`` in
 a dozen Python forms that only its private converters turn into the wire
@@ -73,19 +100,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
-from ..errors import ToolbudgetError
+from ..errors import UnsupportedClient
 from ..session import Session
 from ._call import Wrapping
-from ._proxy import AsyncClientProxy, ClientProxy
+from ._client import AsyncClientProxy, ClientProxy
 from ._report import CallReport
+from ._resource import is_async
 
 __all__ = ["CallReport", "UnsupportedClient", "wrap"]
 
 C = TypeVar("C")
-
-
-class UnsupportedClient(ToolbudgetError, TypeError):
-    """``wrap`` was given an object that is not a client toolbudget knows how to manage."""
 
 
 def _family(client: Any) -> str:
@@ -104,33 +128,32 @@ def _family(client: Any) -> str:
     )
 
 
-def _is_async(client: Any) -> bool:
-    return any(cls.__name__.startswith("Async") for cls in type(client).__mro__)
-
-
 def wrap(
     client: C,
     *,
     session: Session | None = None,
     on_report: Callable[[CallReport], None] | None = None,
+    recall: bool = False,
 ) -> C:
     """``client``, with each conversation it sends managed, recovered from overflow, and whole.
 
     ``session`` is the conversation's session (one is made on first use when
-    left out); ``on_report`` hears each call's :class:`CallReport`.
+    left out), and is ``client.toolbudget`` on the wrapped client; ``on_report``
+    hears each call's :class:`CallReport`; ``recall=True`` adds the recall
+    tool's definition to every request that lacks it.
     """
     inner: Any = client
     if isinstance(inner, (ClientProxy, AsyncClientProxy)):  # again: new settings, the same SDK client
         inner = object.__getattribute__(inner, "_inner")
     family = _family(inner)
-    wrapping = Wrapping(session, on_report)
+    wrapping = Wrapping(session, on_report, recall)
     proxy: ClientProxy | AsyncClientProxy
     if family == "anthropic":
         from ._anthropic import AnthropicClient, AsyncAnthropicClient
 
-        proxy = (AsyncAnthropicClient if _is_async(inner) else AnthropicClient)(inner, wrapping)
+        proxy = (AsyncAnthropicClient if is_async(inner) else AnthropicClient)(inner, wrapping)
     else:
         from ._openai import AsyncOpenAIClient, OpenAIClient
 
-        proxy = (AsyncOpenAIClient if _is_async(inner) else OpenAIClient)(inner, wrapping)
+        proxy = (AsyncOpenAIClient if is_async(inner) else OpenAIClient)(inner, wrapping)
     return cast(C, proxy)

@@ -1,14 +1,21 @@
-"""``anthropic.Anthropic`` and ``anthropic.AsyncAnthropic``: ``messages.create`` and ``messages.stream``."""
+"""``anthropic.Anthropic`` and ``anthropic.AsyncAnthropic``: what each method of ``messages`` is.
+
+``messages`` and ``beta.messages`` (and their ``with_raw_response`` and
+``with_streaming_response`` views, on the resource or on the client) are
+managed: ``create``, ``stream``, ``parse`` and ``count_tokens``. Refused, since
+they send requests toolbudget cannot manage: ``batches.create`` (many
+conversations in one upload), ``beta.messages.tool_runner`` (its own loop of
+requests on the unwrapped client) and ``beta.messages.thread`` (a server-held
+conversation fed through the unwrapped client).
+"""
 
 from __future__ import annotations
 
 import importlib
-from types import TracebackType
-from typing import Any
 
-from ._body import SDK_OPTIONS, CallArgs, split
-from ._call import Endpoint, Wrapping, acall, astream, call, stream
-from ._proxy import AsyncClientProxy, ClientProxy, Proxy
+from ._body import SDK_OPTIONS, CallArgs
+from ._client import AsyncClientProxy, ClientProxy
+from ._resource import Spec, Tree
 
 __all__ = ["AnthropicClient", "AsyncAnthropicClient"]
 
@@ -19,12 +26,6 @@ OPTIONS = SDK_OPTIONS | {"user_profile_id", "workspace_id"}
 # 60 min * max_tokens / 128,000 > 10 min, that is max_tokens over 21,333 (or a lower
 # per-model limit), unless the call sets a timeout. Escalation stays under it.
 _NONSTREAMING_CAP = 21_333
-
-
-def _errors() -> tuple[type[BaseException], ...]:
-    anthropic = importlib.import_module("anthropic")
-    error: type[BaseException] = anthropic.APIError
-    return (error,)
 
 
 def _cap(args: CallArgs) -> int | None:
@@ -39,111 +40,46 @@ def _cap(args: CallArgs) -> int | None:
     return min(_NONSTREAMING_CAP, limit) if limit else _NONSTREAMING_CAP
 
 
-class _Messages(Proxy):
-    def create(self, **kwargs: Any) -> Any:
-        args = split(kwargs, OPTIONS)
-        if "messages" not in args.body:
-            return self._inner.create(**kwargs)  # let the SDK say what is missing
-        if args.stream:
-            return stream(
-                self._wrapping, API, args.body, lambda body: self._inner.create(**args.kwargs(body))
-            )
-        endpoint = Endpoint(API, self._inner.create, _errors(), _cap(args))
-        return call(self._wrapping, endpoint, args)
+_BATCHES = Spec(
+    API,
+    "requests",
+    "anthropic",
+    dict.fromkeys(("retrieve", "list", "delete", "cancel", "results"), "pass"),
+    refused={
+        "create": "a batch sends many conversations in one upload; manage each request's params first "
+        "with client.toolbudget.manage(params, api='anthropic') and batch the managed bodies",
+    },
+)
 
-    def stream(self, **kwargs: Any) -> Any:
-        args = split(kwargs, OPTIONS)
-        if "messages" not in args.body:
-            return self._inner.stream(**kwargs)
-        return _StreamManager(self._inner, self._wrapping, args)
+_METHODS = {"create": "create", "stream": "stream", "parse": "once", "count_tokens": "once"}
 
+MESSAGES = Spec(API, "messages", "anthropic", _METHODS, subs={"batches": _BATCHES}, options=OPTIONS, cap=_cap)
+BETA_MESSAGES = Spec(
+    API,
+    "messages",
+    "anthropic",
+    _METHODS,
+    refused={
+        "tool_runner": "it runs its own loop of requests on the unwrapped client; "
+        "call beta.messages.create in your own loop",
+        "thread": "a server-held thread sends each turn through the unwrapped client; "
+        "send the history with beta.messages.create",
+    },
+    subs={"batches": _BATCHES},
+    options=OPTIONS,
+    cap=_cap,
+)
 
-class _StreamManager:
-    """``messages.stream(...)``: the request is made on ``__enter__``, so recovery happens there.
-
-    It yields the SDK's own ``MessageStream``; the manager itself is toolbudget's
-    (the SDK's takes a prepared request, which recovery must be free to remake).
-    """
-
-    def __init__(self, messages: Any, wrapping: Wrapping, args: CallArgs) -> None:
-        self._messages = messages
-        self._wrapping = wrapping
-        self._args = args
-        self._manager: Any = None
-
-    def _open(self, body: Any) -> Any:
-        manager = self._messages.stream(**self._args.kwargs(body))
-        opened = manager.__enter__()
-        self._manager = manager
-        return opened
-
-    def __enter__(self) -> Any:
-        return stream(self._wrapping, API, self._args.body, self._open)
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        if self._manager is not None:
-            self._manager.__exit__(exc_type, exc, tb)
-
-
-class _AsyncMessages(Proxy):
-    async def create(self, **kwargs: Any) -> Any:
-        args = split(kwargs, OPTIONS)
-        if "messages" not in args.body:
-            return await self._inner.create(**kwargs)
-        if args.stream:
-
-            async def open_(body: Any) -> Any:
-                return await self._inner.create(**args.kwargs(body))
-
-            return await astream(self._wrapping, API, args.body, open_)
-        endpoint = Endpoint(API, self._inner.create, _errors(), _cap(args))
-        return await acall(self._wrapping, endpoint, args)
-
-    def stream(self, **kwargs: Any) -> Any:
-        args = split(kwargs, OPTIONS)
-        if "messages" not in args.body:
-            return self._inner.stream(**kwargs)
-        return _AsyncStreamManager(self._inner, self._wrapping, args)
-
-
-class _AsyncStreamManager:
-    """``async with messages.stream(...)``: :class:`_StreamManager` for the async SDK."""
-
-    def __init__(self, messages: Any, wrapping: Wrapping, args: CallArgs) -> None:
-        self._messages = messages
-        self._wrapping = wrapping
-        self._args = args
-        self._manager: Any = None
-
-    async def _open(self, body: Any) -> Any:
-        manager = self._messages.stream(**self._args.kwargs(body))
-        opened = await manager.__aenter__()
-        self._manager = manager
-        return opened
-
-    async def __aenter__(self) -> Any:
-        return await astream(self._wrapping, API, self._args.body, self._open)
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        if self._manager is not None:
-            await self._manager.__aexit__(exc_type, exc, tb)
+TREE: Tree = {"messages": MESSAGES, "beta": {"messages": BETA_MESSAGES}}
 
 
 class AnthropicClient(ClientProxy):
     """A managed ``anthropic.Anthropic`` (or another sync client of the SDK with ``messages``)."""
 
-    @property
-    def messages(self) -> Any:
-        return _Messages(self._inner.messages, self._wrapping)
+    tree = TREE
 
 
 class AsyncAnthropicClient(AsyncClientProxy):
     """A managed ``anthropic.AsyncAnthropic``."""
 
-    @property
-    def messages(self) -> Any:
-        return _AsyncMessages(self._inner.messages, self._wrapping)
+    tree = TREE

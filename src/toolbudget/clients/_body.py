@@ -9,12 +9,21 @@ The body is always a new structure: the caller's lists and dicts are copied
 on the way in (SDK objects such as a previous answer's content blocks become
 their JSON, as the SDK itself would send them), so nothing toolbudget does can
 change the caller's history.
+
+An argument given as ``None``, ``NOT_GIVEN`` or ``omit`` is absent from the
+body: the SDKs accept ``tools=None`` or ``system=None`` and mean "none", and a
+JSON ``null`` where a provider expects an array is not a body toolbudget can
+manage. A class (``response_format=MyModel`` for ``parse``) is not JSON either;
+it goes to the SDK with the options. A field toolbudget did not change (the
+tools, say) is handed back as the caller's own object, so an SDK helper that
+keeps a Python type inside it (``openai.pydantic_function_tool``) still finds
+it; a list only extended at its end keeps the caller's items.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date
 from typing import Any
 
@@ -58,6 +67,12 @@ class CallArgs:
     options: dict[str, Any]
     fields: frozenset[str]
     """The body fields the caller gave as keyword arguments."""
+    given: Mapping[str, tuple[Any, Any]] = field(default_factory=dict)
+    """For the non-history fields given as lists or dicts: the caller's object, and its plain copy."""
+
+    def with_field(self, name: str, value: Any) -> CallArgs:
+        """These arguments with one more body field, sent as a keyword argument of its own."""
+        return CallArgs({**self.body, name: value}, self.options, self.fields | {name}, self.given)
 
     @property
     def stream(self) -> bool:
@@ -65,7 +80,7 @@ class CallArgs:
 
     def kwargs(self, body: Mapping[str, Any]) -> dict[str, Any]:
         """Keyword arguments that send ``body``: its fields, the options, anything new in ``extra_body``."""
-        out = {k: v for k, v in body.items() if k in self.fields}
+        out = {k: self._restore(k, v) for k, v in body.items() if k in self.fields}
         new = {k: v for k, v in body.items() if k not in self.fields}
         out.update(self.options)
         if new:
@@ -73,14 +88,34 @@ class CallArgs:
             out["extra_body"] = {**(extra if isinstance(extra, Mapping) else {}), **new}
         return out
 
+    def _restore(self, name: str, value: Any) -> Any:
+        """The caller's object for a field sent as it was given (or only extended at its end)."""
+        if name not in self.given:
+            return value
+        original, before = self.given[name]
+        if value is before or value == before:
+            return original
+        if isinstance(value, list) and isinstance(before, list) and value[: len(before)] == before:
+            return [*original, *value[len(before) :]]
+        return value
 
-def split(kwargs: Mapping[str, Any], options: frozenset[str] = SDK_OPTIONS) -> CallArgs:
-    """Split an SDK call's keyword arguments into a plain body and the SDK's own options."""
+
+def split(
+    kwargs: Mapping[str, Any], options: frozenset[str] = SDK_OPTIONS, history: str = "messages"
+) -> CallArgs:
+    """Split an SDK call's keyword arguments into a plain body and the SDK's own options.
+
+    ``history`` names the field that holds the conversation: it is always sent
+    as managed, never as the caller's own object.
+    """
     body: dict[str, Any] = {}
     passed: dict[str, Any] = {}
+    given: dict[str, tuple[Any, Any]] = {}
     for key, value in kwargs.items():
-        if key in options:
+        if key in options or isinstance(value, type):
             passed[key] = value
-        elif not _omitted(value):
+        elif value is not None and not _omitted(value):
             body[key] = plain(value)
-    return CallArgs(body, passed, frozenset(body))
+            if key != history and isinstance(value, (list, tuple, dict)):
+                given[key] = (value, body[key])
+    return CallArgs(body, passed, frozenset(body), given)

@@ -26,18 +26,31 @@ from ._body import CallArgs
 from ._observe import observe
 from ._report import CallReport
 
-__all__ = ["Endpoint", "Wrapping", "acall", "astream", "call", "dump", "rebuild", "stream"]
+__all__ = [
+    "Endpoint",
+    "Wrapping",
+    "acall",
+    "aonce",
+    "astream",
+    "call",
+    "dump",
+    "once",
+    "rebuild",
+    "stream",
+]
 
 OnReport = Callable[[CallReport], None]
 
 
 class Wrapping:
-    """What every wrapped resource of one client shares: the session and the report callback."""
+    """What every wrapped resource of one client shares: the session, the report callback, recall."""
 
-    def __init__(self, session: Session | None, on_report: OnReport | None) -> None:
+    def __init__(self, session: Session | None, on_report: OnReport | None, recall: bool = False) -> None:
         self._session = session
         self._owned: Session | None = None
         self.on_report = on_report
+        self.recall = recall
+        """Add the recall tool's definition to every request that lacks it."""
 
     @property
     def session(self) -> Session:
@@ -264,3 +277,37 @@ async def astream(
         _gave_up(wrapping, api, exc)
         raise
     return _watch(wrapping, api, climb, opened)
+
+
+# --------------------------------------------------------------------------- sent once
+
+
+def _once_report(wrapping: Wrapping, api: str, climb: Climb, result: Any) -> Any:
+    wrapping.deliver(result, CallReport(api, climb.managed.report, climb.report(bool(climb.attempts))))
+    return result
+
+
+def once(wrapping: Wrapping, api: str, body: dict[str, Any], open_: Callable[[Any], Any]) -> Any:
+    """Managed and recovered from overflow, but never lengthened: raw responses, ``parse``, counting.
+
+    What these return is read by the caller in its own way (the HTTP response,
+    a parsed Python object), so a second answer cannot be merged into it.
+    """
+    try:
+        result, climb = call_with_recovery(wrapping.session, body, open_, api)
+    except Exception as exc:
+        _gave_up(wrapping, api, exc)
+        raise
+    return _once_report(wrapping, api, climb, result)
+
+
+async def aonce(
+    wrapping: Wrapping, api: str, body: dict[str, Any], open_: Callable[[Any], Awaitable[Any]]
+) -> Any:
+    """:func:`once` for an async SDK."""
+    try:
+        result, climb = await acall_with_recovery(wrapping.session, body, open_, api)
+    except Exception as exc:
+        _gave_up(wrapping, api, exc)
+        raise
+    return _once_report(wrapping, api, climb, result)

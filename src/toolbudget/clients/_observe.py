@@ -52,7 +52,10 @@ class Tap:
         if self.api == "anthropic":
             self._anthropic(kind, event)
         elif self.api == "openai-chat":
-            self._chat(_as_dict(event))
+            if kind == "chunk":  # the SDK's stream helper wraps each chunk in an event of its own
+                self._chat(_as_dict(getattr(event, "chunk", None) or _as_dict(event).get("chunk") or {}))
+            elif kind is None:  # a chunk as the API sends it
+                self._chat(_as_dict(event))
         elif self.api == "openai-responses" and kind in (
             "response.completed",
             "response.incomplete",

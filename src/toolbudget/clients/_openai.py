@@ -1,100 +1,78 @@
-"""``openai.OpenAI`` and ``openai.AsyncOpenAI``: ``chat.completions.create`` and ``responses.create``."""
+"""``openai.OpenAI`` and ``openai.AsyncOpenAI``: what each method of ``chat.completions``, ``responses`` is.
+
+Managed, on ``chat.completions`` and ``responses`` alike (and on ``beta.chat``,
+``beta.responses`` and the ``with_raw_response`` and
+``with_streaming_response`` views): ``create``, ``stream``, ``parse``; also
+``responses.input_tokens.count`` and ``responses.compact``, which send the
+input too, and ``decisions.create``, whose input is Responses items. Refused:
+``responses.connect``, a WebSocket whose events carry the input past any
+wrapper. Methods that send no conversation (``retrieve``, ``list``,
+``delete``, ``cancel``, ``input_items``...) are the SDK's own, and so are the
+APIs whose history the server holds (``conversations``, ``beta.threads``,
+``beta.agents``): toolbudget manages what a request sends, and those send only
+the items added, each on its own, with nothing to pair or budget against.
+"""
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
-from ._body import CallArgs, split
-from ._call import Endpoint, Wrapping, acall, astream, call, stream
-from ._proxy import AsyncClientProxy, ClientProxy, Proxy
+from ._client import AsyncClientProxy, ClientProxy
+from ._resource import Spec, Tree
 
 __all__ = ["AsyncOpenAIClient", "OpenAIClient"]
 
 CHAT = "openai-chat"
 RESPONSES = "openai-responses"
-_HISTORY = {CHAT: "messages", RESPONSES: "input"}
 
+COMPLETIONS = Spec(
+    CHAT,
+    "messages",
+    "openai",
+    {
+        "create": "create",
+        "stream": "stream",
+        "parse": "once",
+        **dict.fromkeys(("retrieve", "update", "list", "delete", "messages"), "pass"),
+    },
+)
 
-def _errors() -> tuple[type[BaseException], ...]:
-    openai = importlib.import_module("openai")
-    error: type[BaseException] = openai.APIError
-    return (error,)
+_INPUT_TOKENS = Spec(RESPONSES, "input", "openai", {"count": "once"})
 
+RESPONSES_SPEC = Spec(
+    RESPONSES,
+    "input",
+    "openai",
+    {
+        "create": "create",
+        "stream": "stream",
+        "parse": "once",
+        "compact": "once",
+        **dict.fromkeys(("retrieve", "delete", "cancel", "input_items"), "pass"),
+    },
+    refused={
+        "connect": "a WebSocket connection sends its events, input and all, past the wrapper; "
+        "use responses.create or responses.stream",
+    },
+    subs={"input_tokens": _INPUT_TOKENS},
+)
 
-def _run(inner: Any, wrapping: Wrapping, api: str, kwargs: dict[str, Any]) -> Any:
-    args: CallArgs = split(kwargs)
-    if _HISTORY[api] not in args.body:
-        return inner.create(**kwargs)  # nothing to manage (a server-side conversation), or a bad call
-    if args.stream:
-        return stream(wrapping, api, args.body, lambda body: inner.create(**args.kwargs(body)))
-    return call(wrapping, Endpoint(api, inner.create, _errors()), args)
+DECISIONS = Spec(RESPONSES, "input", "openai", {"create": "once"})
+"""``decisions.create`` asks questions about an input of Responses items, calls and outputs included."""
 
-
-async def _arun(inner: Any, wrapping: Wrapping, api: str, kwargs: dict[str, Any]) -> Any:
-    args: CallArgs = split(kwargs)
-    if _HISTORY[api] not in args.body:
-        return await inner.create(**kwargs)
-    if args.stream:
-
-        async def open_(body: Any) -> Any:
-            return await inner.create(**args.kwargs(body))
-
-        return await astream(wrapping, api, args.body, open_)
-    return await acall(wrapping, Endpoint(api, inner.create, _errors()), args)
-
-
-class _Completions(Proxy):
-    def create(self, **kwargs: Any) -> Any:
-        return _run(self._inner, self._wrapping, CHAT, kwargs)
-
-
-class _AsyncCompletions(Proxy):
-    async def create(self, **kwargs: Any) -> Any:
-        return await _arun(self._inner, self._wrapping, CHAT, kwargs)
-
-
-class _Chat(Proxy):
-    @property
-    def completions(self) -> Any:
-        return _Completions(self._inner.completions, self._wrapping)
-
-
-class _AsyncChat(Proxy):
-    @property
-    def completions(self) -> Any:
-        return _AsyncCompletions(self._inner.completions, self._wrapping)
-
-
-class _Responses(Proxy):
-    def create(self, **kwargs: Any) -> Any:
-        return _run(self._inner, self._wrapping, RESPONSES, kwargs)
-
-
-class _AsyncResponses(Proxy):
-    async def create(self, **kwargs: Any) -> Any:
-        return await _arun(self._inner, self._wrapping, RESPONSES, kwargs)
+TREE: Tree = {
+    "chat": {"completions": COMPLETIONS},
+    "responses": RESPONSES_SPEC,
+    "decisions": DECISIONS,
+    "beta": {"chat": {"completions": COMPLETIONS}, "responses": RESPONSES_SPEC},
+}
 
 
 class OpenAIClient(ClientProxy):
     """A managed ``openai.OpenAI`` (or ``AzureOpenAI``)."""
 
-    @property
-    def chat(self) -> Any:
-        return _Chat(self._inner.chat, self._wrapping)
-
-    @property
-    def responses(self) -> Any:
-        return _Responses(self._inner.responses, self._wrapping)
+    tree = TREE
 
 
 class AsyncOpenAIClient(AsyncClientProxy):
     """A managed ``openai.AsyncOpenAI`` (or ``AsyncAzureOpenAI``)."""
 
-    @property
-    def chat(self) -> Any:
-        return _AsyncChat(self._inner.chat, self._wrapping)
-
-    @property
-    def responses(self) -> Any:
-        return _AsyncResponses(self._inner.responses, self._wrapping)
+    tree = TREE

@@ -6,7 +6,7 @@ from typing import Any
 
 from ._call import Wrapping
 
-__all__ = ["AsyncClientProxy", "ClientProxy", "Proxy"]
+__all__ = ["Proxy"]
 
 
 class Proxy:
@@ -41,59 +41,3 @@ class Proxy:
 
     def __repr__(self) -> str:
         return f"<toolbudget-managed {self._inner!r}>"
-
-
-class ClientProxy(Proxy):
-    """A wrapped sync client: its copies (``with_options``, ``copy``) are wrapped too, with the same session.
-
-    Closing it (``close``, or leaving its ``with`` block) also closes the session
-    ``wrap`` made for it, which removes that session's workspace.
-    """
-
-    def with_options(self, *args: Any, **kwargs: Any) -> Any:
-        return type(self)(self._inner.with_options(*args, **kwargs), self._wrapping)
-
-    def copy(self, *args: Any, **kwargs: Any) -> Any:
-        return type(self)(self._inner.copy(*args, **kwargs), self._wrapping)
-
-    def close(self) -> None:
-        try:
-            self._inner.close()
-        finally:
-            self._wrapping.close()
-
-    def __enter__(self) -> Any:
-        self._inner.__enter__()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        try:
-            self._inner.__exit__(*exc)
-        finally:
-            self._wrapping.close()
-
-
-class AsyncClientProxy(Proxy):
-    """A wrapped async client: :class:`ClientProxy` with ``async`` closing."""
-
-    def with_options(self, *args: Any, **kwargs: Any) -> Any:
-        return type(self)(self._inner.with_options(*args, **kwargs), self._wrapping)
-
-    def copy(self, *args: Any, **kwargs: Any) -> Any:
-        return type(self)(self._inner.copy(*args, **kwargs), self._wrapping)
-
-    async def close(self) -> None:
-        try:
-            await self._inner.close()
-        finally:
-            self._wrapping.close()
-
-    async def __aenter__(self) -> Any:
-        await self._inner.__aenter__()
-        return self
-
-    async def __aexit__(self, *exc: Any) -> None:
-        try:
-            await self._inner.__aexit__(*exc)
-        finally:
-            self._wrapping.close()

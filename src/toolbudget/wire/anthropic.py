@@ -11,7 +11,7 @@ from dataclasses import replace
 from typing import Any
 
 from ..errors import ShapeError
-from ..jsonio import to_body
+from ..jsonio import to_body, type_name
 from ..model import (
     Data,
     Media,
@@ -115,6 +115,10 @@ def parse(body: Any, cache: EntryCache | None = None) -> Request:
         raw = wire["system"]
         if isinstance(raw, str):
             system, form = (Text(raw),), ("system:str",)
+        elif not isinstance(raw, list):  # both forms are valid: say so, not just "an array"
+            raise ShapeError(
+                f"expected a string or an array of text blocks, found {type_name(raw)}", location="system"
+            )
         else:
             system = cached(
                 cache,

@@ -1,0 +1,178 @@
+"""What the command line reads: one body, or JSON Lines of them, from bytes a file or pipe gave.
+
+The library's reader (:mod:`toolbudget.jsonio`) is strict, as a provider is.
+The command line reads files people made with other tools, so it also takes
+what is valid JSON but outside orjson's reach, and says precisely what is not:
+
+- a UTF-8 byte-order mark (some editors write one) is skipped;
+- a number too large for a double (``1e400``) is read by the standard library,
+  and written back as its own literal text (``1e400``, never ``Infinity`` or
+  ``null``), so the body keeps its meaning;
+- bytes that are not UTF-8 are named by value and offset
+  (``byte 0xe9 at offset 41 (line 1, column 42)``), not as orjson's "surrogates
+  not allowed";
+- ``convert --all`` writes one body per line, and ``validate``, ``repair`` and
+  ``compact`` read that back: input that is not one JSON value but whose lines
+  each are is JSON Lines, each line a body.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+import orjson
+
+from .errors import EncodingError, InputError, InvalidJSON
+from .jsonio import dumps as strict_dumps
+from .jsonio import loads, to_body
+
+__all__ = ["Input", "dump", "read_bodies"]
+
+BOM = b"\xef\xbb\xbf"
+
+
+_MAX_DIGITS = 4000
+"""Beyond this many digits a number stays infinite inside (Python will not print longer integers)."""
+
+
+class BigNumber(int):
+    """A number past a double's range (``1e400``), kept exact, with its own text for output.
+
+    Such a literal is an integer (its exponent outgrows any fraction), so it is
+    held as one: the library's pipeline measures and writes it like any big
+    integer, and :func:`dump` writes its original text.
+    """
+
+    text: str
+
+    def __new__(cls, text: str, value: int) -> BigNumber:
+        number = super().__new__(cls, value)
+        number.text = text
+        return number
+
+
+class HugeNumber(float):
+    """A literal too long to hold exactly (``1e99999``): infinite inside, its own text for output."""
+
+    text: str
+
+    def __new__(cls, text: str) -> HugeNumber:
+        number = super().__new__(cls, text)
+        number.text = text
+        return number
+
+
+@dataclass(frozen=True, slots=True)
+class Input:
+    """One body of the input."""
+
+    body: dict[str, Any]
+    raw: bytes
+    """The body's own bytes (without a byte-order mark), to write back when nothing changed."""
+    line: int | None = None
+    """Its line number (from 1) in JSON Lines input; ``None`` for a single body."""
+    exact: bool = False
+    """It holds numbers only the standard library reads: write it with :func:`dump`."""
+
+    def where(self, what: str) -> str:
+        return f"{what} line {self.line}" if self.line is not None else what
+
+
+def _float(text: str) -> Any:
+    value = float(text)
+    if not math.isinf(value):
+        return value
+    exact = Decimal(text)
+    exponent = exact.adjusted()
+    return BigNumber(text, int(exact)) if exponent < _MAX_DIGITS else HugeNumber(text)
+
+
+def _constant(text: str) -> Any:
+    raise InvalidJSON(f"{text} is not a JSON number")
+
+
+def _not_utf8(data: bytes, what: str) -> EncodingError | None:
+    """Which byte is not UTF-8, and where; ``None`` when the bytes are UTF-8 (a lone surrogate escape)."""
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        return EncodingError(
+            f"{what} is not valid UTF-8: byte 0x{data[exc.start]:02x} at offset {exc.start} "
+            f"(line {line}, column {column}) is not part of a UTF-8 character"
+        )
+    return None
+
+
+def _one(data: bytes, what: str) -> tuple[Any, bool]:
+    """One JSON value, and whether the standard library had to read it."""
+    try:
+        return loads(data, what=what), False
+    except EncodingError:
+        precise = _not_utf8(data, what)
+        if precise is not None:
+            raise precise from None
+        raise
+    except InvalidJSON as exc:
+        if "infinity" not in str(exc):
+            raise
+    try:
+        return json.loads(data, parse_float=_float, parse_constant=_constant), True
+    except (ValueError, RecursionError) as exc:
+        raise InvalidJSON(f"{what} is not valid JSON: {exc}") from None
+
+
+def _lines(data: bytes, what: str) -> list[Input] | None:
+    """``data`` as JSON Lines, or ``None`` when it is not (its first line is not a JSON object)."""
+    lines = data.split(b"\n")
+    numbered = [(n, line) for n, line in enumerate(lines, 1) if line.strip()]
+    if len(numbered) < 2:
+        return None
+    try:
+        first, _ = _one(numbered[0][1], what)
+    except InputError:
+        return None
+    if not isinstance(first, dict):
+        return None
+    out: list[Input] = []
+    for n, line in numbered:
+        line = line.rstrip(b"\r")
+        where = f"{what} line {n}"
+        value, exact = _one(line, where)
+        out.append(Input(to_body(value, what=where), line, n, exact))
+    return out
+
+
+def read_bodies(data: bytes, what: str) -> list[Input]:
+    """Every body in ``data``: one JSON object, or JSON Lines of them."""
+    if data.startswith(BOM):
+        data = data[len(BOM) :]
+    try:
+        value, exact = _one(data, what)
+    except InvalidJSON:
+        many = _lines(data, what)
+        if many is None:
+            raise
+        return many
+    return [Input(to_body(value, what=what), data, None, exact)]
+
+
+def _literals(value: Any) -> Any:
+    """``value`` with each number read from a long literal replaced by that literal, for orjson."""
+    if isinstance(value, (BigNumber, HugeNumber)):
+        return orjson.Fragment(value.text.encode("ascii"))
+    if isinstance(value, dict):
+        return {k: _literals(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_literals(v) for v in value]
+    return value
+
+
+def dump(value: Any, *, exact: bool = False) -> bytes:
+    """``value`` as JSON; numbers read from literals past a double are written as those literals."""
+    return strict_dumps(_literals(value) if exact else value)

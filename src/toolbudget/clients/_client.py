@@ -1,0 +1,114 @@
+"""The wrapped client itself: its copies stay wrapped, its session is exposed, and closing it closes that.
+
+``with_options``, ``copy`` and ``with_middleware`` make a new SDK client; the
+wrapped ones return it wrapped, sharing the session (one conversation, one
+archive). ``client.toolbudget`` is that session, for answering recall calls
+(``client.toolbudget.handle_recall(arguments)``) or managing a body by hand.
+
+Closing the client (``close()``, or leaving ``with wrap(...) as c:``) also
+closes the session ``wrap`` made for it. Leaving the block never raises for
+the session: a store that fails to close is reported as a warning, so it
+cannot hide the exception that ended the block, nor turn a clean exit into one.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any, ClassVar
+
+from ..session import Session
+from ._resource import Namespace, Tree
+
+__all__ = ["AsyncClientProxy", "ClientProxy"]
+
+_LOW_LEVEL = ("/messages", "/count_tokens", "/chat/completions", "/responses", "/responses/compact")
+
+
+class _Base(Namespace):
+    tree: ClassVar[Tree] = {}
+
+    def __init__(self, inner: Any, wrapping: Any) -> None:
+        super().__init__(inner, wrapping, type(self).tree)
+
+    @property
+    def toolbudget(self) -> Session:
+        """The session that manages this client's conversation (made on first use when ``wrap`` got none)."""
+        return self._wrapping.session
+
+    def _again(self, inner: Any) -> Any:
+        return type(self)(inner, self._wrapping)
+
+    def with_options(self, *args: Any, **kwargs: Any) -> Any:
+        return self._again(self._inner.with_options(*args, **kwargs))
+
+    def copy(self, *args: Any, **kwargs: Any) -> Any:
+        return self._again(self._inner.copy(*args, **kwargs))
+
+    def with_middleware(self, *middleware: Any) -> Any:
+        return self._again(self._inner.with_middleware(*middleware))
+
+    def post(self, path: str, *args: Any, **kwargs: Any) -> Any:
+        """The SDK's low-level ``post``, refused for the conversation endpoints it would send unmanaged."""
+        _refuse_low_level(path)
+        return self._inner.post(path, *args, **kwargs)
+
+    def _close_session(self) -> None:
+        try:
+            self._wrapping.close()
+        except Exception as exc:
+            warnings.warn(f"toolbudget: the session could not be closed: {exc}", RuntimeWarning, stacklevel=3)
+
+
+def _refuse_low_level(path: Any) -> None:
+    from ..errors import UnsupportedClient
+
+    where = str(path).split("?", 1)[0].rstrip("/")
+    if where.endswith(_LOW_LEVEL):
+        raise UnsupportedClient(
+            f"post({where!r}) is not managed by toolbudget: a hand-made request to a conversation "
+            "endpoint is sent as given; use the resource's create method"
+        )
+
+
+class ClientProxy(_Base):
+    """A wrapped sync client."""
+
+    def close(self) -> None:
+        try:
+            self._inner.close()
+        finally:
+            self._wrapping.close()
+
+    def __enter__(self) -> Any:
+        self._inner.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        try:
+            self._inner.__exit__(*exc)
+        finally:
+            self._close_session()
+
+
+class AsyncClientProxy(_Base):
+    """A wrapped async client: :class:`ClientProxy` with ``async`` closing."""
+
+    async def post(self, path: str, *args: Any, **kwargs: Any) -> Any:
+        _refuse_low_level(path)
+        return await self._inner.post(path, *args, **kwargs)
+
+    async def close(self) -> None:
+        try:
+            await self._inner.close()
+        finally:
+            self._wrapping.close()
+
+    async def __aenter__(self) -> Any:
+        await self._inner.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        try:
+            await self._inner.__aexit__(*exc)
+        finally:
+            self._close_session()
