@@ -555,3 +555,32 @@ def test_results_seen_agrees_across_the_five_apis_on_every_shared_conversation(
                 seen[api] = session.manage(to_request(conversation, api), api).report.results_seen
         assert len(set(seen.values())) == 1, (name, seen)
         assert abs(seen["anthropic"] - results) <= 3, (name, seen, results)  # repairs may add a few
+
+
+def test_clean_without_a_session_sweeps_only_what_expired(tmp_path: Path) -> None:
+    from toolbudget.store import DirStore
+
+    key = "0123456789abcdef0123456789abcdef"
+    store = DirStore(tmp_path, sweep=False)
+    for name in ("old", "recent"):
+        store.put(name, key, b"x")
+    old = tmp_path / "toolbudget-old"
+    for path in [old, *old.rglob("*")]:
+        os.utime(path, (1_000_000, 1_000_000))  # unused for far longer than the TTL
+    done = cli("clean", "--store", f"dir:{tmp_path}")
+    assert done.returncode == 0, done.stderr
+    assert b"removed 1 expired archive" in done.stderr
+    assert not old.exists() and store.get("recent", key) == b"x"
+
+
+def test_a_store_whose_driver_is_missing_exits_2(tmp_path: Path) -> None:
+    body = tmp_path / "b.json"
+    body.write_bytes(
+        orjson.dumps({"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]})
+    )
+    script = (
+        "import sys; sys.modules['redis'] = None; from toolbudget.cli import main; "
+        f"main(['compact', '--store', 'redis://127.0.0.1:1/0', {str(body)!r}])"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, check=False)
+    assert "pip install 'toolbudget[redis]'" in one_line_error(done)

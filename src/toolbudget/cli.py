@@ -31,7 +31,7 @@ from .pairing import check_request, repair_request
 from .policy import Policy
 from .recall import parse_query
 from .session import Session
-from .store import open_store
+from .store import DirStore, open_store
 from .transcripts import load_transcript
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -348,13 +348,23 @@ def recall(
 
 
 @main.command()
-@click.option("--session", required=True, help="The session whose archive to remove.")
+@click.option("--session", help="The session whose archive to remove (without it: every expired archive).")
 @click.option("--store", "store_url", help="Archive store URL (the session workspace by default).")
 @friendly
-def clean(session: str, store_url: str | None) -> None:
-    """Remove everything a session archived."""
+def clean(session: str | None, store_url: str | None) -> None:
+    """Remove a session's archive, or, without --session, every archive past its TTL.
+
+    An archive a live session still holds is never removed.
+    """
     store = open_store(store_url or Policy.load().store)
     try:
+        if session is None:
+            if not isinstance(store, DirStore):
+                click.echo(f"{store.url} expires its entries by itself (TTL); nothing to sweep", err=True)
+                return
+            removed = store.swept + store.sweep()
+            click.echo(f"removed {len(removed)} expired archive(s) from {store.root}", err=True)
+            return
         count = len(store.keys(session))
         store.drop(session)
     finally:

@@ -119,10 +119,12 @@ class DirStore(Store):
                 os.chmod(self.root, 0o700)
         if not self.root.is_dir():
             raise StoreError(f"the store root {self.root} exists and is not a directory")
+        self.swept: list[str] = []
+        """The session directories the sweep on opening removed."""
         if sweep:
             # Best effort: a root we cannot tidy is still a root we can keep entries in.
             with contextlib.suppress(StoreError, OSError):
-                self._sweep_now_and_then()
+                self.swept = self._sweep_now_and_then()
 
     def workspace(self, session: str) -> Path:
         """The session's private directory, created if needed.
@@ -223,13 +225,12 @@ class DirStore(Store):
             os.utime(os.path.join(self.root, _SWEPT), (now, now))
         return removed
 
-    def _sweep_now_and_then(self) -> None:
+    def _sweep_now_and_then(self) -> list[str]:
         try:
             last = os.stat(os.path.join(self.root, _SWEPT)).st_mtime
         except FileNotFoundError:
             last = float("-inf")
-        if self._clock() - last >= SWEEP_EVERY:
-            self.sweep()
+        return self.sweep() if self._clock() - last >= SWEEP_EVERY else []
 
     def _live(self, directory: str) -> tuple[list[str], float]:
         """The live holders of a session directory, and when it was last used."""
