@@ -584,3 +584,18 @@ def test_a_store_whose_driver_is_missing_exits_2(tmp_path: Path) -> None:
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, check=False)
     assert "pip install 'toolbudget[redis]'" in one_line_error(done)
+
+
+@pytest.mark.shared
+def test_a_transcript_cut_mid_line_is_converted_with_one_warning_line(
+    trajectories: Path, tmp_path: Path
+) -> None:
+    source = sorted((trajectories / "claude-code").rglob("*.jsonl"))[0]
+    data = source.read_bytes().rstrip(b"\n")
+    cut = tmp_path / "cut.jsonl"
+    cut.write_bytes(data[: len(data) - 40])  # the writer was killed in the middle of its last line
+    done = cli("convert", str(cut), "--to", "anthropic")
+    assert done.returncode == 0, done.stderr
+    lines = done.stderr.decode().strip().splitlines()
+    assert lines and all(line.startswith("toolbudget: warning: ") for line in lines), lines
+    assert "Traceback" not in done.stderr.decode() and "TranscriptWarning" not in done.stderr.decode()

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import sys
+import warnings
 from collections.abc import Callable
 from dataclasses import replace
 from functools import wraps
@@ -32,7 +33,7 @@ from .policy import Policy
 from .recall import parse_query
 from .session import Session
 from .store import DirStore, open_store
-from .transcripts import load_transcript
+from .transcripts import Transcript, TranscriptWarning, load_transcript
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -84,6 +85,16 @@ def reader_gone() -> NoReturn:
     except (OSError, ValueError):
         pass
     sys.exit(SIGPIPE_STATUS)
+
+
+def _load(path: str) -> Transcript:
+    """The transcript at ``path``, its warnings said on stderr as one line each."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", TranscriptWarning)
+        loaded = load_transcript(path)
+    for line in loaded.warnings:
+        click.echo(f"toolbudget: warning: {line}", err=True)
+    return loaded
 
 
 def read_input(source: str) -> bytes:
@@ -220,7 +231,7 @@ def convert(
     """
     if max_tokens is not None and max_tokens <= 0:
         fail(f"--max-tokens must be a positive number of tokens, not {max_tokens}")
-    loaded = load_transcript(transcript)
+    loaded = _load(transcript)
     conversations = loaded.conversations
     if not conversations:
         fail(f"{transcript}: holds no conversation")
@@ -415,7 +426,7 @@ def replay(
 
     if every and which is not None:
         fail("--all and --conversation choose differently; give one of them")
-    loaded = load_transcript(transcript)
+    loaded = _load(transcript)
     conversations = loaded.conversations
     if not conversations:
         fail(f"{transcript}: holds no conversation")
