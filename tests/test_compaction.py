@@ -338,3 +338,28 @@ def test_a_gemini_call_without_an_id_still_names_its_command() -> None:
     summary = out["contents"][2]["parts"][0]["functionResponse"]["response"]["output"]
     marker = MARKER_RE.search(summary)
     assert marker is not None and "`pytest -k case0`" in (marker.group("detail") or "")
+
+
+def test_a_resent_summary_is_not_worked_out_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Summaries are remembered like previews: the next request reuses them, byte for byte."""
+    from toolbudget import budget
+
+    conversation = session_of(8, error_at=1)
+    prefixes = list(requests_of(conversation))
+    calls: list[str] = []
+    real_detail = budget.summary_detail  # type: ignore[attr-defined]
+
+    def counting(*args: Any) -> str:
+        calls.append("detail")
+        return real_detail(*args)
+
+    monkeypatch.setattr(budget, "summary_detail", counting)
+    with Session("memo", store="memory:", policy=EAGER) as session:
+        session.manage(to_request(prefixes[-2], "anthropic", model="m"), "anthropic")
+        summarised = len(calls)
+        assert summarised > 0
+        second = session.manage(to_request(prefixes[-1], "anthropic", model="m"), "anthropic").body
+    # One more result reached the summary age; the others came from the memo.
+    assert len(calls) - summarised <= 1
+    with Session("memo", store="memory:", policy=EAGER) as fresh:
+        assert fresh.manage(to_request(prefixes[-1], "anthropic", model="m"), "anthropic").body == second

@@ -21,8 +21,9 @@ marker says plainly that the rest is lost, and the failure is reported.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from .compaction import (
     EXEC_TOOLS,
@@ -33,6 +34,7 @@ from .compaction import (
     SlotInfo,
     error_lines,
     exit_status,
+    key_argument,
     summary_detail,
 )
 from .errors import StoreError
@@ -75,6 +77,31 @@ class Archive:
     forms: set[str]
     """Every cut text this archive's session has sent. Only these are read back as cuts: a
     result that merely quotes a marker (a file the agent pasted one into) is its own text."""
+
+
+@dataclass(slots=True)
+class _Known:
+    """What an archive's session has already worked out, so a resent history is not worked again.
+
+    Everything here is a function of its key (an original's text, and for
+    summaries its tool and key argument), so reusing it gives the same bytes
+    as working it out again.
+    """
+
+    stored: dict[str, tuple[str, str | None]] = field(default_factory=dict)
+    """The key and path each original was archived under."""
+    summaries: dict[tuple[str, str | None, str, bool], str] = field(default_factory=dict)
+    """One-line summaries, by original's key, tool, key argument and whether errors stay."""
+
+
+_KNOWN: weakref.WeakKeyDictionary[Archive, _Known] = weakref.WeakKeyDictionary()
+
+
+def _known(archive: Archive) -> _Known:
+    found = _KNOWN.get(archive)
+    if found is None:
+        found = _KNOWN[archive] = _Known()
+    return found
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,18 +262,23 @@ class _Cutter:
         self.on_store_error = on_store_error
         self.fallbacks = 0
         self.kept: dict[str, tuple[str | None, str | None]] = {}
+        self.known = _known(archive) if archive is not None else None
 
     def store(self, text: str) -> tuple[str | None, str | None]:
         """Archive ``text`` once per transform; ``(None, None)`` when the store failed."""
         known = self.kept.get(text)
         if known is not None:
             return known
-        if self.archive is None:
+        if self.archive is None or self.known is None:
             entry: tuple[str | None, str | None] = (None, None)
             self.fallbacks += 1
+        elif text in self.known.stored:
+            # Archived by an earlier request (a resent text is the same object: its hash is kept).
+            entry = self.known.stored[text]
         else:
             try:
                 entry = self.archive.keep(text)
+                self.known.stored[text] = entry
             except StoreError as exc:
                 self.on_store_error(exc)
                 self.fallbacks += 1
@@ -296,12 +328,18 @@ class _Cutter:
         original = slot.original
         key, path = self.store(original)
         keeps_errors = _keeps_errors(slot)
-        status = exit_status(original) if keeps_errors else None
-        errors = error_lines(original) if keeps_errors else []
-        kept = sum(len(line) + 1 for line in errors)
-        detail = summary_detail(slot.tool, slot.call, original, status)
-        line = marker_line(max(0, len(original) - kept), len(original), key=key, path=path, detail=detail)
-        text = "\n".join([line, *errors])
+        memo_key = (key or "", slot.tool, key_argument(slot.call), keeps_errors)
+        memo = self.known.summaries if self.known is not None and key is not None else None
+        text = memo.get(memo_key) if memo is not None else None
+        if text is None:
+            status = exit_status(original) if keeps_errors else None
+            errors = error_lines(original) if keeps_errors else []
+            kept = sum(len(line) + 1 for line in errors)
+            detail = summary_detail(slot.tool, slot.call, original, status)
+            line = marker_line(max(0, len(original) - kept), len(original), key=key, path=path, detail=detail)
+            text = "\n".join([line, *errors])
+            if memo is not None:
+                memo[memo_key] = text
         if len(text) < len(slot.current):
             self._set(slot, text, "summary", key, COMPACT_SUMMARY)
 
