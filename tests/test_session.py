@@ -420,3 +420,70 @@ def test_a_gemini_response_under_its_own_key_is_cut_under_it() -> None:
         assert list(response) == ["result"]
         marker = MARKER_RE.search(response["result"])
         assert marker is not None and session.original(marker.group("key")) == big
+
+
+def _tools_and_history(results: int, result_chars: int, tool_chars: int) -> dict[str, Any]:
+    """An Anthropic body: ``results`` read results of ``result_chars``, and tools of about ``tool_chars``."""
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "task"}]
+    for turn in range(results):
+        call = {"type": "tool_use", "id": f"c{turn}", "name": "Read", "input": {"file_path": f"/f{turn}"}}
+        messages.append({"role": "assistant", "content": [call]})
+        text = "".join(f"{turn}: line {n} of the file\n" for n in range(result_chars // 24))
+        messages.append(
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"c{turn}", "content": text}]}
+        )
+    tools = [
+        {
+            "name": f"tool_{n}",
+            "description": "does one thing " * 20,
+            "input_schema": {
+                "type": "object",
+                "properties": {
+                    f"field_{k}": {"type": "string", "description": "a field " * 10} for k in range(20)
+                },
+            },
+        }
+        for n in range(tool_chars // 2_400 + 1)
+    ]
+    return {"model": "m", "max_tokens": 5, "tools": tools, "messages": messages}
+
+
+def test_tool_definitions_count_against_the_window() -> None:
+    body = _tools_and_history(6, 8_000, 100_000)
+    plain = {k: v for k, v in body.items() if k != "tools"}
+    policy = Policy(context_window_tokens=30_000)
+    with Session("tools", store="memory:", policy=policy) as session:
+        without = session.manage(plain, "anthropic").report
+    with Session("tools", store="memory:", policy=policy) as session:
+        report = session.manage(body, "anthropic").report
+    tool_tokens = len(orjson.dumps(body["tools"])) // 4
+    assert report.tokens_before >= without.tokens_before + tool_tokens * 0.8
+    # The history alone fits; with the tools it passes the high watermark, and compaction fires.
+    assert without.tokens_before < 0.8 * 30_000 and not without.cuts
+    assert report.compaction_event and report.cuts
+    assert report.tokens_after < report.tokens_before
+
+
+def test_a_request_still_over_the_window_says_so(tmp_path: Path) -> None:
+    # Tools alone over the window: nothing the budget can cut brings it under.
+    body = _tools_and_history(2, 500, 60_000)
+    policy = Policy(context_window_tokens=10_000)
+    with Session("over", store="memory:", policy=policy) as session:
+        report = session.manage(body, "anthropic").report
+        small = session.manage({k: v for k, v in body.items() if k != "tools"}, "anthropic").report
+    assert report.over_window and report.window_tokens == 10_000
+    assert report.as_dict()["over_window"] is True and report.as_dict()["window_tokens"] == 10_000
+    assert not small.over_window and small.as_dict()["over_window"] is False
+    source = tmp_path / "a.json"
+    source.write_bytes(orjson.dumps(body))
+    (tmp_path / "toolbudget.toml").write_text("context_window_tokens = 10000\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "toolbudget.cli", "compact", str(source), "-o", str(tmp_path / "b.json")],
+        capture_output=True,
+        cwd=tmp_path,
+        check=False,
+        env={**os.environ, "PYTHONWARNINGS": "ignore"},
+    )
+    assert done.returncode == 0, done.stderr
+    warnings = [line for line in done.stderr.decode().splitlines() if "context window" in line]
+    assert len(warnings) == 1 and "10,000" in warnings[0], done.stderr

@@ -235,6 +235,12 @@ def compact(
             f"over the {turn.budget:,} budget",
             err=True,
         )
+    if r.over_window:
+        click.echo(
+            f"warning: the request is still ~{r.tokens_after:,} tokens, "
+            f"over the {r.window_tokens:,}-token context window",
+            err=True,
+        )
 
 
 @main.command()

@@ -41,7 +41,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .model import Message, Request, Text, ToolCall
+from .jsonio import dumps
+from .model import Message, Request, Text, ToolCall, ToolDef
 from .policy import Policy
 from .previews import detect
 
@@ -52,6 +53,7 @@ __all__ = [
     "SlotInfo",
     "context_window",
     "eager_levels",
+    "fixed_chars",
     "key_argument",
     "summary_detail",
 ]
@@ -137,6 +139,38 @@ def context_window(policy: Policy, model: str | None) -> int:
         if prefix in name:
             return window
     return DEFAULT_WINDOW
+
+
+def fixed_chars(request: Request) -> int:
+    """The characters a request sends besides its messages: the system prompt and the tool definitions.
+
+    Both fill the context window on every request, so the estimate, the
+    report and the watermarks all count them.
+    """
+    system = sum(len(p.text) for p in request.system if isinstance(p, Text))
+    return system + tool_chars(request.tools)
+
+
+_TOOLS_MEASURED: dict[int, tuple[tuple[ToolDef, ...], int]] = {}
+
+
+def tool_chars(tools: tuple[ToolDef, ...]) -> int:
+    """The characters of the tool definitions: names, descriptions and parameter schemas.
+
+    A resent tool list is the same tuple (the parse caches keep it), so its
+    count is remembered by identity, with the tuple itself kept so the
+    identity cannot be reused.
+    """
+    if not tools:
+        return 0
+    known = _TOOLS_MEASURED.get(id(tools))
+    if known is not None and known[0] is tools:
+        return known[1]
+    total = sum(len(tool.name) + len(tool.description or "") + len(dumps(tool.parameters)) for tool in tools)
+    if len(_TOOLS_MEASURED) >= 256:
+        _TOOLS_MEASURED.clear()
+    _TOOLS_MEASURED[id(tools)] = (tools, total)
+    return total
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,8 +264,8 @@ class Schedule:
             return now
         points = [*starts[1:], len(request.messages)]
         window_chars = context_window(policy, request.model) * 4
-        # The system prompt fills the window too (on the APIs that hold it outside the messages).
-        fixed = sum(len(p.text) for p in request.system if isinstance(p, Text))
+        # The system prompt and the tool definitions fill the window too.
+        fixed = fixed_chars(request)
         # Every earlier decision depends on these too: when they change, none of the memo holds.
         resume = self._resume(request.messages, points) if (window_chars, fixed) == self._frame else 0
         self._frame = (window_chars, fixed)
