@@ -487,3 +487,61 @@ def test_a_request_still_over_the_window_says_so(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     warnings = [line for line in done.stderr.decode().splitlines() if "context window" in line]
     assert len(warnings) == 1 and "10,000" in warnings[0], done.stderr
+
+
+ALL_APIS = ("anthropic", "openai-chat", "openai-responses", "gemini", "bedrock-converse")
+
+
+@pytest.mark.shared
+def test_managing_a_managed_body_changes_nothing_in_any_session(
+    real: list[tuple[str, Conversation]], tmp_path: Path
+) -> None:
+    """Every shared conversation on every API: the same session, or one started again with
+    the same id and store (``toolbudget compact`` twice), sends a managed body back unchanged."""
+    policy = Policy(keep_workspace=True)
+    store = f"dir:{tmp_path}"
+    changed = []
+    for n, (name, conversation) in enumerate(real):
+        for api in ALL_APIS:
+            body = to_request(conversation, api, model="claude-sonnet-4-5")
+            with Session(f"m{n}-{api}", store=store, policy=policy) as session:
+                once = orjson.dumps(session.manage(body, api).body)
+                warm = orjson.dumps(session.manage(orjson.loads(once), api).body)
+            with Session(f"m{n}-{api}", store=store, policy=policy) as session:
+                fresh = session.manage(once, api).body
+            if warm != once or fresh != once:
+                changed.append((name, api))
+    assert changed == []
+
+
+def test_a_restarted_session_reads_its_cuts_back_and_compacts_no_further(tmp_path: Path) -> None:
+    # Old results cut to previews under the minimum: read as their own text, the history looks
+    # smaller and the schedule decides differently.
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "task"}]
+    for turn in range(12):
+        call = {"type": "tool_use", "id": f"c{turn}", "name": "Bash", "input": {"command": f"cat f{turn}"}}
+        messages.append({"role": "assistant", "content": [call]})
+        text = "".join(f"{n}: def f{turn}_{n}(): pass\n" for n in range(300 + 40 * turn))
+        result = {"type": "tool_result", "tool_use_id": f"c{turn}", "content": text}
+        messages.append({"role": "user", "content": [result]})
+    body = {"model": "m", "max_tokens": 5, "messages": messages}
+    policy = Policy(keep_workspace=True, result_max_chars=5_000)
+    with Session("again", store=f"dir:{tmp_path}", policy=policy) as session:
+        first = session.manage(body, "anthropic")
+    assert first.report.cuts and first.report.keys_written
+    # Only originals are listed as written, one per cut.
+    assert set(first.report.keys_written) == {c.key for c in first.report.cuts}
+    with Session("again", store=f"dir:{tmp_path}", policy=policy) as session:
+        second = session.manage(first.body, "anthropic")
+    assert second.body == first.body
+    assert [(c.index, c.kind, c.before) for c in second.report.cuts] == [
+        (c.index, c.kind, c.before) for c in first.report.cuts
+    ]
+    # A text that only quotes a cut's marker is still its own text in a restarted session.
+    marker = MARKER_RE.search(str(first.body["messages"][2]["content"][0]["content"]))
+    assert marker is not None
+    quoted = [*messages, {"role": "assistant", "content": [{"type": "text", "text": "ok"}]}]
+    quoted.append({"role": "user", "content": f"see {marker.group(0)}"})
+    with Session("again", store=f"dir:{tmp_path}", policy=policy) as session:
+        third = session.manage({**body, "messages": quoted}, "anthropic").body
+    assert third["messages"][-1]["content"] == f"see {marker.group(0)}"

@@ -92,6 +92,8 @@ class _Known:
     """The key and path each original was archived under."""
     summaries: dict[tuple[str, str | None, str, bool], str] = field(default_factory=dict)
     """One-line summaries, by original's key, tool, key argument and whether errors stay."""
+    quoted: set[str] = field(default_factory=set)
+    """Texts with a marker that were never sent as cuts (until this session sends one as a cut)."""
 
 
 _KNOWN: weakref.WeakKeyDictionary[Archive, _Known] = weakref.WeakKeyDictionary()
@@ -140,6 +142,8 @@ class Budgeted:
     results_seen: int
     event: bool = False
     """A compaction event fired at this request (the compacted form changed)."""
+    form_keys: frozenset[str] = frozenset()
+    """Keys written to remember which texts were sent as cuts (not originals of cuts)."""
 
 
 @dataclass(slots=True)
@@ -244,13 +248,27 @@ def _slots(request: Request, policy: Policy, archive: Archive | None) -> list[_S
 
 
 def _original_of(text: str, archive: Archive | None) -> str:
-    if archive is None or "[toolbudget: " not in text or text not in archive.forms:
+    if archive is None or "[toolbudget: " not in text:
         return text
+    if text not in archive.forms:
+        # Sent as a cut by an earlier run of this session (a restart, another process)?
+        quoted = _known(archive).quoted
+        if text in quoted:
+            return text
+        if archive.original(archive.key_for(FORM_PREFIX + text)) != FORM_PREFIX + text:
+            quoted.add(text)
+            return text
+        archive.forms.add(text)
     keyed = [m for m in find_markers(text) if m.key]
     if len(keyed) != 1:
         return text
     original = archive.original(keyed[0].key or "")
     return original if original is not None and len(original) > len(text) else text
+
+
+FORM_PREFIX = "\x00toolbudget: sent as a cut\x00"
+"""What a cut text is archived under, prefixed, to say it was sent as a cut: a session started
+again reads it back as that cut, never a text that merely quotes a marker."""
 
 
 class _Cutter:
@@ -263,6 +281,7 @@ class _Cutter:
         self.fallbacks = 0
         self.kept: dict[str, tuple[str | None, str | None]] = {}
         self.known = _known(archive) if archive is not None else None
+        self.form_keys: set[str] = set()
 
     def store(self, text: str) -> tuple[str | None, str | None]:
         """Archive ``text`` once per transform; ``(None, None)`` when the store failed."""
@@ -345,11 +364,23 @@ class _Cutter:
 
     def _set(self, slot: _Slot, text: str, kind: str, key: str | None, reason: str) -> None:
         slot.current = text
-        if key is not None and self.archive is not None:
+        if key is not None and self.archive is not None and text not in self.archive.forms:
             self.archive.forms.add(text)
+            if self.known is not None:
+                self.known.quoted.discard(text)
+            self._remember_form(text)
         slot.cut = Cut(
             slot.msg, slot.result.call_id, slot.tool, kind, len(slot.original), len(text), key, reason
         )
+
+    def _remember_form(self, text: str) -> None:
+        """Archive that ``text`` was sent as a cut, so a restarted session reads it back as one."""
+        assert self.archive is not None
+        try:
+            key, _ = self.archive.keep(FORM_PREFIX + text)
+        except StoreError:
+            return  # the cut still goes out; a restart then reads it as its own text
+        self.form_keys.add(key)
 
 
 COMPACT_PREVIEW = "compaction_preview"
@@ -395,6 +426,7 @@ def enforce(
         cutter.fallbacks,
         len(slots),
         event,
+        frozenset(cutter.form_keys),
     )
 
 

@@ -378,7 +378,7 @@ class Session:
             repairs,
             budgeted.cuts,
             budgeted.store_fallbacks,
-            tuple(self._keys_this_call),
+            tuple(k for k in self._keys_this_call if k not in budgeted.form_keys),
             budgeted.unreachable,
             budgeted.event,
             window,
