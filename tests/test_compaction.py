@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from toolbudget import load_transcript, to_request, wire
+from toolbudget import load_transcript, to_request, validate, wire
 from toolbudget.budget import result_text
 from toolbudget.compaction import (
     LEVEL_NONE,
@@ -26,6 +26,7 @@ from toolbudget.compaction import (
     _eager_step,
     eager_levels,
     size_at,
+    turn_starts,
 )
 from toolbudget.marker import MARKER_RE, find_markers
 from toolbudget.model import Conversation, Message, Text, ToolCall, ToolResult
@@ -209,41 +210,87 @@ def test_a_restart_gives_the_same_bytes(trajectories: Path) -> None:
 
 
 @pytest.mark.parametrize("window", [6_000, 15_000])
-def test_the_window_is_never_exceeded_while_eligible_results_remain(trajectories: Path, window: int) -> None:
+def test_the_window_is_never_exceeded(trajectories: Path, window: int) -> None:
+    """Past the high watermark compaction keeps going (every old result to one line, then the
+    oldest turns folded away) until the request fits: no managed request is over the window."""
     policy = Policy(context_window_tokens=window)
-    over = 0
+    folds = over = 0
     for name in (
         "claude-code/tests/integration/session/fixtures/session-624a4a58.jsonl",
         "mini-swe-agent/swebench_results/20251118_gemini-3-pro-74pct/trajs/pylint-dev__pylint-6528/pylint-dev__pylint-6528.traj.json",
     ):
         conversation = load_transcript(trajectories / name).conversations[0]
+        requests = []
         with Session("window", store="memory:", policy=policy) as session:
             for prefix in requests_of(conversation):
                 managed = session.manage(to_request(prefix, "anthropic", model="m"), "anthropic")
-                if managed.report.tokens_after <= window:
-                    continue
-                over += 1
-                # Over the window: every result older than the newest turn that could shrink has.
-                request = wire.parse(managed.body, "anthropic")
-                results = [
-                    (i, p)
-                    for i, m in enumerate(request.messages)
-                    for p in m.parts
-                    if isinstance(p, ToolResult)
-                ]
-                newest = max(i for i, _ in results)
-                last_turn = max(i for i, m in enumerate(request.messages[:newest]) if m.role == "assistant")
-                for i, part in results:
-                    text = result_text(part) or ""
-                    if (
-                        i < last_turn
-                        and len(
-                            session.original(find_markers(text)[0].key or "") if find_markers(text) else text
-                        )
-                        > policy.microcompact_min_chars
-                    ):
-                        assert find_markers(text) and len(text) < 1_500, (name, i)
-    assert over > 0
+                report = managed.report
+                if report.tokens_after > window:
+                    # Only when nothing is left to fold: the task and the newest turn, which is
+                    # over the window by itself (a long assistant message); the report says so.
+                    left = wire.parse(managed.body, "anthropic").messages
+                    assert report.over_window and len(turn_starts(left)) == 1, (name, report.tokens_after)
+                    over += 1
+                assert validate(managed.body, "anthropic") == [], name
+                folds += any(c.reason == "compaction_fold" for c in report.cuts)
+                requests.append((managed.body, report.compaction_event))
+        # Folds too change the prefix only at events.
+        _check_between_events(requests)
+    assert folds > 0
+    assert over <= 3
+
+
+ALL_APIS = ("anthropic", "openai-chat", "openai-responses", "gemini", "bedrock-converse")
+
+
+@pytest.mark.parametrize("api", ALL_APIS)
+def test_folded_turns_recall_exactly_and_a_folded_body_is_managed_unchanged(api: str, tmp_path: Path) -> None:
+    conversation = session_of(40, 12_000)
+    policy = Policy(context_window_tokens=8_000, keep_workspace=True)
+    body = to_request(conversation, api, model="m")
+    store = f"dir:{tmp_path}"
+    with Session("fold", store=store, policy=policy) as session:
+        managed = session.manage(body, api)
+        again = session.manage(orjson.loads(orjson.dumps(managed.body)), api)
+        fold = next(c for c in managed.report.cuts if c.reason == "compaction_fold")
+        assert fold.key is not None
+        archived = session.original(fold.key)
+    assert managed.report.tokens_after <= 8_000
+    assert validate(managed.body, api) == []
+    assert again.body == managed.body
+    # What the fold recalls is the folded messages exactly, as this API lays them out.
+    original = wire.parse(body, api).messages
+    folded = wire.parse(orjson.loads(archived), api).messages
+    start = next(i for i, m in enumerate(original) if m.role == "assistant")
+    assert folded == original[start : start + len(folded)]
+    assert len(folded) >= 2
+    # A session started again with the same id and store sends it back unchanged too.
+    with Session("fold", store=store, policy=policy) as session:
+        assert orjson.dumps(session.manage(managed.body, api).body) == orjson.dumps(managed.body)
+
+
+@pytest.mark.shared
+@pytest.mark.slow
+def test_a_two_thousand_turn_session_stays_inside_its_window(trajectories: Path) -> None:
+    """Real turns repeated with fresh ids, 2000 of them: past the window from a few hundred
+    turns on, and every managed request still estimated inside it."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    from loop import request_bodies, synthetic
+
+    path = (
+        "mini-swe-agent/swebench_results/20251118_gemini-3-pro-74pct/trajs/"
+        "pylint-dev__pylint-6528/pylint-dev__pylint-6528.traj.json"
+    )
+    conversation = synthetic(load_transcript(trajectories / path).conversations[0], 2_000)
+    window = 200_000
+    past = 0
+    with Session("long", store="memory:", policy=Policy()) as session:
+        for body in request_bodies(conversation):
+            report = session.manage(body, "anthropic").report
+            assert report.window_tokens == window
+            past += report.tokens_before > window
+            assert report.tokens_after <= window and not report.over_window, report.tokens_after
+    assert past > 1_000
 
 
 def _synthetic(result_sizes: list[int], policy: Policy) -> tuple[list[SlotInfo], list[int], list[int]]:

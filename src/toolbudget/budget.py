@@ -27,6 +27,7 @@ from dataclasses import dataclass, field, replace
 
 from .compaction import (
     EXEC_TOOLS,
+    LEVEL_FOLDED,
     LEVEL_PREVIEW,
     LEVEL_SUMMARY,
     WRITE_TOOLS,
@@ -36,8 +37,9 @@ from .compaction import (
     exit_status,
     key_argument,
     summary_detail,
+    turn_starts,
 )
-from .errors import StoreError
+from .errors import StoreError, ToolbudgetError
 from .jsonio import dumps
 from .marker import RECALL_TOOL, find_markers, marker_line
 from .model import Data, Message, Part, Request, Text, Thinking, ToolCall, ToolResult
@@ -92,6 +94,10 @@ class _Known:
     """The key and path each original was archived under."""
     summaries: dict[tuple[str, str | None, str, bool], str] = field(default_factory=dict)
     """One-line summaries, by original's key, tool, key argument and whether errors stay."""
+    folds: dict[tuple[int, int, int], tuple[Message, Message, str, str | None, int]] = field(
+        default_factory=dict
+    )
+    """Fold markers, by turns folded and the first and last folded messages (kept, so their ids hold)."""
     quoted: set[str] = field(default_factory=set)
     """Texts with a marker that were never sent as cuts (until this session sends one as a cut)."""
 
@@ -161,6 +167,8 @@ class _Slot:
     turn_no: int = 0
     call: ToolCall | None = None
     protected: bool = False
+    folded: bool = False
+    """Its whole turn is folded away."""
     cut: Cut | None = None
 
 
@@ -405,6 +413,10 @@ def enforce(
     ``schedule`` decides the compaction levels (none without one); ``sizes``
     are the characters of each message, known from the caller's caches.
     """
+    unfolded = _unfold(request, archive)
+    if unfolded is not None:
+        # A managed body with folded turns: budgeted as the history it was made from.
+        request, sizes = unfolded, None
     slots = _slots(request, policy, archive)
     cutter = _Cutter(policy, archive, on_store_error)
     preview_room = policy.preview_chars + MARKER_ROOM
@@ -416,12 +428,18 @@ def enforce(
             # Over its cap: a preview of the policy's shape, never larger than the cap.
             cutter.preview(slot, min(cap, preview_room), "result_cap")
     event = False
+    folded = 0
     if schedule is not None and policy.compaction != "off" and slots:
         event = _compact(request, slots, policy, cutter, schedule, sizes)
+        folded = schedule.folded
     unreachable = _turn_budgets(slots, policy, cutter)
+    rebuilt = _rebuild(request, slots)
+    cuts = [s.cut for s in slots if s.cut is not None and not s.folded]
+    if folded:
+        rebuilt, cuts = _fold(request, rebuilt, slots, folded, cuts, cutter)
     return Budgeted(
-        _rebuild(request, slots),
-        tuple(s.cut for s in slots if s.cut is not None),
+        rebuilt,
+        tuple(cuts),
         tuple(unreachable),
         cutter.fallbacks,
         len(slots),
@@ -446,6 +464,7 @@ def _compact(
             len(s.current),  # as sent after its cap: what compaction can still reclaim
             len(s.original) > policy.microcompact_min_chars and not s.exempt and not s.protected,
             _keeps_errors(s),
+            not s.exempt and not s.protected,
         )
         for s in slots
     ]
@@ -456,7 +475,9 @@ def _compact(
     levels = schedule.levels(request, infos, message_sizes, policy)
     limit = policy.microcompact_head_chars + policy.microcompact_tail_chars + MARKER_ROOM
     for slot, level in zip(slots, levels, strict=True):
-        if level == LEVEL_SUMMARY:
+        if level == LEVEL_FOLDED:
+            slot.folded = True
+        elif level == LEVEL_SUMMARY:
             cutter.summarize(slot)
         elif level == LEVEL_PREVIEW and len(slot.original) > limit and len(slot.current) > limit:
             cutter.preview(slot, limit, COMPACT_PREVIEW)
@@ -495,6 +516,8 @@ def _turn_budgets(slots: Sequence[_Slot], policy: Policy, cutter: _Cutter) -> li
         if total <= budget:
             continue
         # Largest first; ties broken by position, so the outcome never depends on dict order.
+        if any(s.folded for s in members):
+            continue  # folded away whole: nothing of it is sent
         order = sorted(
             (s for s in members if not s.exempt and not s.protected),
             key=lambda s: (-len(s.current), s.msg, s.part),
@@ -512,6 +535,120 @@ def _turn_budgets(slots: Sequence[_Slot], policy: Policy, cutter: _Cutter) -> li
         if total > budget:
             unreachable.append(Unreachable(turn, total, budget, len(members)))
     return unreachable
+
+
+def _fold(
+    request: Request,
+    rebuilt: Request,
+    slots: Sequence[_Slot],
+    folded: int,
+    cuts: list[Cut],
+    cutter: _Cutter,
+) -> tuple[Request, list[Cut]]:
+    """Take the ``folded`` oldest turns out of the request, behind one marker that recalls them.
+
+    The marker goes first in the first kept turn (after its reasoning blocks),
+    so user and assistant turns still alternate; on Responses, where each item
+    stands alone, it is an assistant message of its own. The archived text is
+    the folded turns as the model read them, with every result's original.
+    """
+    starts = turn_starts(request.messages)
+    first, last = starts[0], starts[folded]
+    span = request.messages[first:last]
+    memo = cutter.known.folds if cutter.known is not None else None
+    memo_key = (folded, id(span[0]), id(span[-1]))
+    known = memo.get(memo_key) if memo is not None else None
+    if known is not None and known[0] is span[0] and known[1] is span[-1]:
+        _, _, marker, key, size = known
+    else:
+        text = _span_text(request, span, first, slots)
+        key, path = cutter.store(text)
+        results = sum(1 for m in span for p in m.parts if isinstance(p, ToolResult))
+        detail = f"the {folded} oldest turns folded away: {len(span)} messages, {results} tool results"
+        marker = marker_line(len(text), len(text), key=key, path=path, detail=detail)
+        size = len(text)
+        if memo is not None:
+            memo[memo_key] = (span[0], span[-1], marker, key, size)
+    if key is not None and cutter.archive is not None and marker not in cutter.archive.forms:
+        cutter.archive.forms.add(marker)
+        cutter._remember_form(marker)
+    messages = list(rebuilt.messages)
+    if request.api == "openai-responses":
+        out = [*messages[:first], Message("assistant", (Text(marker),)), *messages[last:]]
+        shift = last - first - 1
+    else:
+        head = messages[last]
+        lead = 0
+        while lead < len(head.parts) and isinstance(head.parts[lead], Thinking):
+            lead += 1
+        parts = (*head.parts[:lead], Text(marker), *head.parts[lead:])
+        messages[last] = Message(head.role, parts, head.extra, head.form)
+        out = [*messages[:first], *messages[last:]]
+        shift = last - first
+    fold_cut = Cut(first, None, None, "turns", size, len(marker), key, "compaction_fold")
+    moved = [replace(c, index=c.index - shift) for c in cuts]
+    return replace(rebuilt, messages=tuple(out)), [fold_cut, *moved]
+
+
+def _span_text(request: Request, span: Sequence[Message], first: int, slots: Sequence[_Slot]) -> str:
+    """The folded messages as the request's own API lays them out, every result its original.
+
+    This is what recall returns for a fold, and what a managed body is
+    unfolded from, so it is exact JSON of the API, indented a line per field.
+    """
+    from . import wire
+
+    originals = {(s.msg, s.part): s for s in slots if first <= s.msg < first + len(span)}
+    messages = []
+    for i, message in enumerate(span, first):
+        parts: list[Part] = list(message.parts)
+        changed = False
+        for k in range(len(parts)):
+            slot = originals.get((i, k))
+            if slot is not None and slot.original != _text_now(slot):
+                parts[k] = _with_text(slot.result, slot.original)
+                changed = True
+        messages.append(
+            Message(message.role, tuple(parts), message.extra, message.form) if changed else message
+        )
+    body = wire.render(Request(request.api, tuple(messages)))
+    return dumps(body, indent=True).decode()
+
+
+def _unfold(request: Request, archive: Archive | None) -> Request | None:
+    """The history a managed body with folded turns was made from, or ``None`` when it has none.
+
+    The fold's marker is the first text of the first assistant turn; only a
+    marker this session sent as a cut is read back.
+    """
+    if archive is None:
+        return None
+    at = next((i for i, m in enumerate(request.messages) if m.role == "assistant"), None)
+    if at is None:
+        return None
+    head = request.messages[at]
+    found = next((k for k, p in enumerate(head.parts) if isinstance(p, Text)), None)
+    if found is None:
+        return None
+    text = head.parts[found]
+    assert isinstance(text, Text)
+    if "[toolbudget: " not in text.text or _original_of(text.text, archive) == text.text:
+        return None
+    from . import wire
+    from .jsonio import loads
+
+    keyed = [m for m in find_markers(text.text) if m.key]
+    original = archive.original(keyed[0].key or "") if len(keyed) == 1 else None
+    if original is None:
+        return None
+    try:
+        span = wire.parse(loads(original), request.api).messages
+    except ToolbudgetError:
+        return None  # not a fold's record: leave the text as it is
+    rest = (*head.parts[:found], *head.parts[found + 1 :])
+    # On Responses the marker was an item of its own; elsewhere it led the first kept turn.
+    kept = (*span, Message(head.role, rest, head.extra, head.form)) if rest else tuple(span)
+    return replace(request, messages=(*request.messages[:at], *kept, *request.messages[at + 1 :]))
 
 
 def _text_now(slot: _Slot) -> str:

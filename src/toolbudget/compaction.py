@@ -56,6 +56,7 @@ __all__ = [
     "fixed_chars",
     "key_argument",
     "summary_detail",
+    "turn_starts",
 ]
 
 # Tools whose results carry an exit status and error text worth keeping at every level.
@@ -92,7 +93,10 @@ WRITE_TOOLS = frozenset(
     }
 )
 
-LEVEL_NONE, LEVEL_PREVIEW, LEVEL_SUMMARY = 0, 1, 2
+LEVEL_NONE, LEVEL_PREVIEW, LEVEL_SUMMARY, LEVEL_FOLDED = 0, 1, 2, 3
+"""A result's compaction levels. ``LEVEL_FOLDED``: its whole turn is folded away (see below)."""
+FOLD_ROOM = 400
+"""What the one marker that stands for the folded turns takes (an estimate for the schedule)."""
 
 _MARKER_ROOM = 320
 _SUMMARY_CHARS = 420
@@ -186,6 +190,9 @@ class SlotInfo:
     """Over the minimum size, and of a tool that may be compacted."""
     keeps_errors: bool
     """An error, or an exec/write tool: its error text stays at every level."""
+    shrinkable: bool = True
+    """Of a tool that may be compacted at all (not exempt, not a recall answer being read):
+    past the high watermark it is summarised whatever its size."""
 
 
 def level_for_age(age: int, policy: Policy) -> int:
@@ -205,6 +212,8 @@ def size_at(slot: SlotInfo, level: int, policy: Policy) -> int:
     """How many characters a result takes at a level (an estimate for the schedule)."""
     if level == LEVEL_NONE:
         return slot.size
+    if level == LEVEL_FOLDED:
+        return 0
     if level == LEVEL_PREVIEW:
         return min(slot.size, policy.microcompact_head_chars + policy.microcompact_tail_chars + _MARKER_ROOM)
     return min(slot.size, _SUMMARY_ERROR_CHARS if slot.keeps_errors else _SUMMARY_CHARS)
@@ -216,6 +225,7 @@ class _Checkpoint:
 
     end: int  # message index where the point's request ends
     levels: tuple[int, ...]  # applied level of each slot present at the point
+    folded: int  # how many of the oldest turns are folded away at the point
     unmanaged: float  # what the history so far cost with no compaction (chars at cache prices)
     eager: float  # and with per-turn aging
 
@@ -236,6 +246,8 @@ class Schedule:
         """Request points (by index) where an event fired, for the last history."""
         self.fired_now = False
         """Whether the compacted form changed at the last request asked about."""
+        self.folded = 0
+        """How many of the oldest turns the last request asked about has folded away."""
 
     def levels(
         self,
@@ -251,9 +263,10 @@ class Schedule:
         each result in the prompt.
         """
         self.fired_now = False
+        self.folded = 0
         if policy.compaction == "off" or not slots:
             return [LEVEL_NONE] * len(slots)
-        starts = _turn_starts(request.messages)
+        starts = turn_starts(request.messages)
         if policy.compaction == "eager":
             now = eager_levels(slots, len(starts), policy)
             # In eager mode the form changes whenever a result crosses an age.
@@ -274,6 +287,7 @@ class Schedule:
             cum.append(cum[-1] + size)
         last = self._points[resume - 1] if resume else None
         state: list[int] = list(last.levels) if last else []
+        fold = [last.folded if last else 0]
         unmanaged, eager = (last.unmanaged, last.eager) if last else (0.0, 0.0)
         kept = self._points[:resume]
         events = [e for e in self.events if e < resume]
@@ -288,16 +302,20 @@ class Schedule:
             state.extend([LEVEL_NONE] * (len(present) - len(state)))
             prev_end = points[j - 1] if j else 0
             patient = j > 0 and eager > (1 + EAGER_LOSING) * unmanaged
-            if _decide(present, state, now, j + 1, end, prev_end, cum, window_chars, policy, patient, fixed):
+            span = _Span(starts, fold)
+            if _decide(
+                present, state, now, j + 1, end, prev_end, cum, window_chars, policy, patient, fixed, span
+            ):
                 events.append(j)
             unmanaged += _unmanaged_step(end, prev_end, cum, first=j == 0)
             eager += _eager_step(present, then, now, end, prev_end, cum, policy)
-            kept.append(_Checkpoint(end, tuple(state), unmanaged, eager))
+            kept.append(_Checkpoint(end, tuple(state), fold[0], unmanaged, eager))
             then = now
         self._messages = request.messages
         self._points = kept
         self.events = events
         self.fired_now = bool(events) and events[-1] == len(points) - 1
+        self.folded = fold[0]
         state.extend([LEVEL_NONE] * (len(slots) - len(state)))
         return state
 
@@ -316,7 +334,7 @@ class Schedule:
         return count
 
 
-def _turn_starts(messages: Sequence[Message]) -> list[int]:
+def turn_starts(messages: Sequence[Message]) -> list[int]:
     """Message index where each assistant turn (a run of assistant messages) starts."""
     starts = []
     prev = False
@@ -340,6 +358,7 @@ def _decide(
     policy: Policy,
     patient: bool = False,
     fixed: int = 0,
+    span: _Span | None = None,
 ) -> bool:
     """Decide at one request point; apply an event to ``state`` and say whether one fired.
 
@@ -356,7 +375,7 @@ def _decide(
     """
     sizes = [size_at(s, lv, policy) for s, lv in zip(present, state, strict=True)]
     saved = sum(s.size - size for s, size in zip(present, sizes, strict=True))
-    length = fixed + cum[end] - saved
+    length = fixed + cum[end] - saved - (span.removed(present, cum) if span is not None else 0)
     high = length > policy.compact_high_watermark * window_chars
     changing = [k for k, (lv, tg) in enumerate(zip(state, targets, strict=True)) if tg > lv]
     if not high:
@@ -369,7 +388,7 @@ def _decide(
     for k in changing:
         state[k] = targets[k]
     if high:
-        _down_to_low(present, state, turns, fixed + cum[end], window_chars, policy)
+        _down_to_low(present, state, turns, fixed + cum[end], window_chars, policy, cum, span)
     return True
 
 
@@ -446,24 +465,80 @@ def _eager_step(
     return READ_COST * prefix + WRITE_COST * (length - prefix)
 
 
+@dataclass(slots=True)
+class _Span:
+    """The oldest turns folded away at a request point: ``fold[0]`` turns from the first.
+
+    The folded messages (the turns' calls, results and everything between)
+    leave the request; one marker in the first kept turn stands for them.
+    """
+
+    starts: Sequence[int]  # message index where each assistant turn starts
+    fold: list[int]  # [turns folded], shared with the caller so a decision can change it
+
+    def removed(self, present: Sequence[SlotInfo], cum: Sequence[int]) -> int:
+        """The characters the fold takes out of the request, net of its marker."""
+        folded = self.fold[0]
+        if not folded:
+            return 0
+        first, last = self.starts[0], self.starts[folded]
+        # The folded results already count as nothing (LEVEL_FOLDED); the rest of the span goes too.
+        results = sum(s.size for s in present if first <= s.msg < last)
+        return cum[last] - cum[first] - results - FOLD_ROOM
+
+
 def _down_to_low(
-    present: Sequence[SlotInfo], state: list[int], turns: int, total: int, window_chars: int, policy: Policy
+    present: Sequence[SlotInfo],
+    state: list[int],
+    turns: int,
+    total: int,
+    window_chars: int,
+    policy: Policy,
+    cum: Sequence[int] = (),
+    span: _Span | None = None,
 ) -> None:
-    """Over the high watermark: compact further, oldest first, until under the low one."""
+    """Over the high watermark: compact further, oldest first, until under the low one.
+
+    First the results over the minimum size, to one line, then to a preview
+    (the newest turn's too); then every result older than the newest turn, to
+    one line, whatever its size; then the oldest turns are folded away whole,
+    behind one marker whose key recalls them, until the request fits or only
+    the newest turn is left.
+    """
     goal = policy.compact_low_watermark * window_chars
 
     def length() -> int:
-        return total - sum(s.size - size_at(s, lv, policy) for s, lv in zip(present, state, strict=True))
+        removed = span.removed(present, cum) if span is not None else 0
+        return (
+            total
+            - removed
+            - sum(s.size - size_at(s, lv, policy) for s, lv in zip(present, state, strict=True))
+        )
 
     current = length()
-    for wanted, min_age in ((LEVEL_SUMMARY, 1), (LEVEL_PREVIEW, 0)):
+    for wanted, min_age, any_size in (
+        (LEVEL_SUMMARY, 1, False),
+        (LEVEL_PREVIEW, 0, False),
+        (LEVEL_SUMMARY, 1, True),
+    ):
         for k, slot in enumerate(present):
             if current <= goal:
                 return
             age = turns - 1 - slot.turn_no
-            if slot.eligible and age >= min_age and state[k] < wanted:
+            allowed = slot.shrinkable if any_size else slot.eligible
+            if allowed and age >= min_age and state[k] < wanted:
                 current -= size_at(slot, state[k], policy) - size_at(slot, wanted, policy)
                 state[k] = wanted
+    if span is None or current <= goal:
+        return
+    # Fold the oldest turns, one at a time, never the newest one.
+    while current > goal and span.fold[0] < turns - 1:
+        span.fold[0] += 1
+        last = span.starts[span.fold[0]]
+        for k, slot in enumerate(present):
+            if slot.msg < last:
+                state[k] = LEVEL_FOLDED
+        current = length()
 
 
 # --- the one-line summary ---------------------------------------------------------------
