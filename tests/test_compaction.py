@@ -21,15 +21,18 @@ from toolbudget.compaction import (
     LEVEL_NONE,
     READ_COST,
     WRITE_COST,
+    Schedule,
     SlotInfo,
     _decide,
     _eager_step,
+    _Span,
+    _unmanaged_step,
     eager_levels,
     size_at,
     turn_starts,
 )
 from toolbudget.marker import MARKER_RE, find_markers
-from toolbudget.model import Conversation, Message, Text, ToolCall, ToolResult
+from toolbudget.model import Conversation, Message, Request, Text, ToolCall, ToolResult
 from toolbudget.policy import Policy
 from toolbudget.replay import requests_of
 from toolbudget.session import Session
@@ -410,3 +413,108 @@ def test_a_resent_summary_is_not_worked_out_again(monkeypatch: pytest.MonkeyPatc
     assert len(calls) - summarised <= 1
     with Session("memo", store="memory:", policy=EAGER) as fresh:
         assert fresh.manage(to_request(prefixes[-1], "anthropic", model="m"), "anthropic").body == second
+
+
+def _reference(
+    slots: list[SlotInfo], cum: list[int], starts: list[int], policy: Policy, window_chars: int
+) -> tuple[list[int], list[int], int, float]:
+    """The schedule worked out from scratch at every request point, walking every result."""
+    points = [*starts[1:], len(cum) - 1]
+    state: list[int] = []
+    fold = [0]
+    events = []
+    unmanaged = eager = 0.0
+    then: list[int] = []
+    for j, end in enumerate(points):
+        present = [s for s in slots if s.msg < end]
+        now = eager_levels(present, j + 1, policy)
+        state.extend([LEVEL_NONE] * (len(present) - len(state)))
+        prev_end = points[j - 1] if j else 0
+        patient = j > 0 and eager > 1.3 * unmanaged
+        span = _Span(starts, fold)
+        if _decide(present, state, now, j + 1, end, prev_end, cum, window_chars, policy, patient, 0, span):
+            events.append(j)
+        unmanaged += _unmanaged_step(end, prev_end, cum, first=j == 0)
+        eager += _eager_step(present, then, now, end, prev_end, cum, policy)
+        then = now
+    return state, events, fold[0], eager
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    turns=st.lists(
+        st.tuples(st.integers(0, 3), st.lists(st.integers(50, 15_000), max_size=3), st.integers(0, 3_000)),
+        min_size=1,
+        max_size=40,
+    ),
+    window=st.sampled_from([3_000, 8_000, 30_000, 200_000]),
+    clear_at_least=st.sampled_from([0, 2_000, 20_000]),
+)
+def test_the_running_schedule_decides_as_the_schedule_from_scratch(
+    turns: list[tuple[int, list[int], int]], window: int, clear_at_least: int
+) -> None:
+    """Schedule.levels keeps running sums instead of walking every result at every point: the
+    levels, events, folds and aging cost are the same as working every point out from scratch."""
+    policy = Policy(context_window_tokens=window, compact_clear_at_least=clear_at_least)
+    messages = [Message("user", (Text("task"),))]
+    sizes = [400]
+    slots = []
+    for t, (extra, results, text) in enumerate(turns):
+        messages.append(Message("assistant", (Text("x" * text),)))
+        sizes.append(text)
+        for _ in range(extra):  # user messages in between
+            messages.append(Message("user", (Text("note"),)))
+            sizes.append(300)
+        for size in results:
+            messages.append(Message("tool", (ToolResult(f"c{t}", (Text("r"),)),)))
+            sizes.append(size)
+            eligible = size > policy.microcompact_min_chars
+            slots.append(SlotInfo(len(messages) - 1, t, size, eligible, size % 2 == 0, size % 5 != 0))
+    if not slots:
+        return  # nothing to schedule: every level is none without a walk
+    cum = [0, *itertools.accumulate(sizes)]
+    request = Request("anthropic", tuple(messages))
+    schedule = Schedule()
+    levels = schedule.levels(request, slots, sizes, policy)
+    state, events, folded, eager = _reference(slots, cum, turn_starts(messages), policy, window * 4)
+    state.extend([LEVEL_NONE] * (len(slots) - len(state)))
+    assert levels == state
+    assert schedule.events == events and schedule.folded == folded
+    assert schedule._points[-1].eager == pytest.approx(eager)
+    # And request by request, resuming from the memo, the same again.
+    again = Schedule()
+    for n in range(2, len(messages) + 1):
+        prefix = Request("anthropic", tuple(messages[:n]))
+        present = [s for s in slots if s.msg < n]
+        if messages[n - 1].role != "assistant" and present:
+            again.levels(prefix, present, sizes[:n], policy)
+    assert again.levels(request, slots, sizes, policy) == levels
+
+
+def test_a_cold_schedule_grows_linearly_with_the_session(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Worked out from scratch (a restarted process), the schedule's work grows with the
+    history, not with its square: twice the turns, about twice the result sizings."""
+    from toolbudget import compaction
+
+    calls = [0]
+    sized = compaction.size_at
+
+    def counting(slot: SlotInfo, level: int, policy: Policy) -> int:
+        calls[0] += 1
+        return sized(slot, level, policy)
+
+    monkeypatch.setattr(compaction, "size_at", counting)
+    counts = []
+    for turns in (200, 400, 800):
+        messages = [Message("user", (Text("task"),))]
+        sizes = [400]
+        slots = []
+        for t in range(turns):
+            messages += [Message("assistant", (Text("x"),)), Message("tool", (ToolResult(f"c{t}", ()),))]
+            size = 2_000 + (t * 7919) % 9_000
+            sizes += [300, size]
+            slots.append(SlotInfo(len(messages) - 1, t, size, size > 3_000, t % 3 == 0))
+        calls[0] = 0
+        Schedule().levels(Request("anthropic", tuple(messages)), slots, sizes, Policy())
+        counts.append(calls[0])
+    assert counts[1] < 2.6 * counts[0] and counts[2] < 2.6 * counts[1], counts
