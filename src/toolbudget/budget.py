@@ -98,6 +98,8 @@ class _Known:
         default_factory=dict
     )
     """Fold markers, by turns folded and the first and last folded messages (kept, so their ids hold)."""
+    rebuilt: dict[int, tuple[Message, tuple[tuple[int, str], ...], Message]] = field(default_factory=dict)
+    """Messages rebuilt with cut texts, by the message they were built from (kept, so ids hold)."""
     quoted: set[str] = field(default_factory=set)
     """Texts with a marker that were never sent as cuts (until this session sends one as a cut)."""
 
@@ -170,6 +172,8 @@ class _Slot:
     folded: bool = False
     """Its whole turn is folded away."""
     cut: Cut | None = None
+    text: str = ""
+    """Its text as the request holds it."""
 
 
 def result_text(result: ToolResult) -> str | None:
@@ -245,7 +249,19 @@ def _slots(request: Request, policy: Policy, archive: Archive | None) -> list[_S
                 original = _original_of(text, archive)
                 # Work from the original: a managed body is managed as if it were the original.
                 slots.append(
-                    _Slot(i, k, part, original, tool, owner, policy.exempt(tool), original, owner_no, call)
+                    _Slot(
+                        i,
+                        k,
+                        part,
+                        original,
+                        tool,
+                        owner,
+                        policy.exempt(tool),
+                        original,
+                        owner_no,
+                        call,
+                        text=text,
+                    )
                 )
     if slots:
         newest = max(s.turn for s in slots)
@@ -433,7 +449,7 @@ def enforce(
         event = _compact(request, slots, policy, cutter, schedule, sizes)
         folded = schedule.folded
     unreachable = _turn_budgets(slots, policy, cutter)
-    rebuilt = _rebuild(request, slots)
+    rebuilt = _rebuild(request, slots, cutter.known)
     cuts = [s.cut for s in slots if s.cut is not None and not s.folded]
     if folded:
         rebuilt, cuts = _fold(request, rebuilt, slots, folded, cuts, cutter)
@@ -652,11 +668,10 @@ def _unfold(request: Request, archive: Archive | None) -> Request | None:
 
 
 def _text_now(slot: _Slot) -> str:
-    text = result_text(slot.result)
-    return text if text is not None else ""
+    return slot.text
 
 
-def _rebuild(request: Request, slots: Sequence[_Slot]) -> Request:
+def _rebuild(request: Request, slots: Sequence[_Slot], known: _Known | None = None) -> Request:
     changed = [s for s in slots if s.current != _text_now(s)]
     if not changed:
         return request
@@ -664,10 +679,19 @@ def _rebuild(request: Request, slots: Sequence[_Slot]) -> Request:
     for slot in changed:
         by_message.setdefault(slot.msg, {})[slot.part] = slot
     messages = list(request.messages)
+    rebuilt = known.rebuilt if known is not None else None
     for i, parts_to_change in by_message.items():
         message = messages[i]
+        texts = tuple((k, slot.current) for k, slot in sorted(parts_to_change.items()))
+        # A resent message cut the same way is rebuilt once: the cut texts are remembered strings.
+        done = rebuilt.get(id(message)) if rebuilt is not None else None
+        if done is not None and done[0] is message and done[1] == texts:
+            messages[i] = done[2]
+            continue
         parts: list[Part] = list(message.parts)
         for k, slot in parts_to_change.items():
             parts[k] = _with_text(slot.result, slot.current)
         messages[i] = Message(message.role, tuple(parts), message.extra, message.form)
+        if rebuilt is not None:
+            rebuilt[id(message)] = (message, texts, messages[i])
     return replace(request, messages=tuple(messages))
