@@ -100,6 +100,8 @@ class _Known:
     """Fold markers, by turns folded and the first and last folded messages (kept, so their ids hold)."""
     rebuilt: dict[int, tuple[Message, tuple[tuple[int, str], ...], Message]] = field(default_factory=dict)
     """Messages rebuilt with cut texts, by the message they were built from (kept, so ids hold)."""
+    plain: set[str] = field(default_factory=set)
+    """Result texts without a marker: their own text, whatever this session sends later."""
     quoted: set[str] = field(default_factory=set)
     """Texts with a marker that were never sent as cuts (until this session sends one as a cut)."""
 
@@ -221,6 +223,7 @@ def _slots(request: Request, policy: Policy, archive: Archive | None) -> list[_S
     # Calls without ids (Gemini), by name: their responses answer them in order.
     unnamed: dict[str, list[tuple[ToolCall, int, int]]] = {}
     slots: list[_Slot] = []
+    known = _known(archive) if archive is not None else None
     turn = -1
     turn_no = -1
     prev_assistant = False
@@ -246,7 +249,7 @@ def _slots(request: Request, policy: Policy, archive: Archive | None) -> list[_S
                     continue
                 call, owner, owner_no = found if found else (None, turn, turn_no)
                 tool = call.name if call is not None else part.name
-                original = _original_of(text, archive)
+                original = _original_of(text, archive, known)
                 # Work from the original: a managed body is managed as if it were the original.
                 slots.append(
                     _Slot(
@@ -271,12 +274,19 @@ def _slots(request: Request, policy: Policy, archive: Archive | None) -> list[_S
     return slots
 
 
-def _original_of(text: str, archive: Archive | None) -> str:
-    if archive is None or "[toolbudget: " not in text:
+def _original_of(text: str, archive: Archive | None, known: _Known | None = None) -> str:
+    if archive is None:
+        return text
+    known = known if known is not None else _known(archive)
+    plain = known.plain
+    if text in plain:  # a resent text is the same object: its hash is kept, no scan
+        return text
+    if "[toolbudget: " not in text:
+        plain.add(text)
         return text
     if text not in archive.forms:
         # Sent as a cut by an earlier run of this session (a restart, another process)?
-        quoted = _known(archive).quoted
+        quoted = known.quoted
         if text in quoted:
             return text
         if archive.original(archive.key_for(FORM_PREFIX + text)) != FORM_PREFIX + text:
