@@ -130,6 +130,7 @@ def run_loop(
     policy: Policy,
     compress: Callable[[list[dict[str, Any]]], Any] | None,
     headroom_every: int,
+    verbose: bool = False,
 ) -> dict[str, Any]:
     ours: list[float] = []
     json: list[float] = []
@@ -154,7 +155,11 @@ def run_loop(
         warm_bytes = orjson.dumps(managed.body)
         report = managed.report
     fresh, fresh_bytes = fresh_manage(sid, store, policy, last)
-    ratios = sorted(o / j for o, j in zip(ours, json, strict=True))
+    per_request = [o / j for o, j in zip(ours, json, strict=True)]
+    if verbose:
+        for k, (o, j) in enumerate(zip(ours, json, strict=True)):
+            print(f"  request {k + 1:>5}: manage {o * 1000:8.3f} ms  json {j * 1000:7.3f} ms  {o / j:7.2f}x")
+    ratios = sorted(per_request)
     row: dict[str, Any] = {
         "session": name,
         "requests": len(ours),
@@ -170,6 +175,7 @@ def run_loop(
         "fresh_ms": fresh * 1000,
         "fresh_ratio": fresh / json[-1],
         "fresh_same_bytes": fresh_bytes == warm_bytes,
+        "per_request_ratios": per_request,
     }
     if theirs:
         head = sum(t for _, t in theirs)
@@ -181,17 +187,18 @@ def run_loop(
     return row
 
 
-def fresh_manage(sid: str, store: str, policy: Policy, body: dict[str, Any]) -> tuple[float, bytes]:
-    """A cold session of the same id and store managing ``body``: seconds, and the bytes it sent."""
+def warm_up(policy: Policy) -> None:
+    """Manage an unrelated body, so imports and compiled patterns are warm before any timing."""
     with Session("unrelated", store="memory:", policy=policy) as other:
         other.manage(
-            {
-                "model": MODEL,
-                "max_tokens": 10,
-                "messages": [{"role": "user", "content": "x " * 5000}],
-            },
+            {"model": MODEL, "max_tokens": 10, "messages": [{"role": "user", "content": "x " * 5000}]},
             "anthropic",
         )
+
+
+def fresh_manage(sid: str, store: str, policy: Policy, body: dict[str, Any]) -> tuple[float, bytes]:
+    """A cold session of the same id and store managing ``body``: seconds, and the bytes it sent."""
+    warm_up(policy)
     best = float("inf")
     out = b""
     for _ in range(3):
@@ -211,6 +218,7 @@ def main() -> None:
     parser.add_argument("--turns", type=int, nargs="*", default=[500, 2000])
     parser.add_argument("--no-headroom", action="store_true")
     parser.add_argument("--headroom-every", type=int, default=10)
+    parser.add_argument("--per-request", action="store_true", help="print every request's ratio")
     parser.add_argument("--out", default=str(REPO / "bench" / "results" / "loop.json"))
     args = parser.parse_args()
     require_trajectories()
@@ -219,6 +227,7 @@ def main() -> None:
         compress([{"role": "user", "content": "warm up"}])  # loads its models, not timed
     policy = Policy()
     convs = conversations()
+    warm_up(policy)
 
     def size(item: tuple[str, Conversation]) -> tuple[int, int]:
         c = item[1]
@@ -237,7 +246,7 @@ def main() -> None:
     )
     with tempfile.TemporaryDirectory() as tmp:
         for name, conversation, every in cases:
-            row = run_loop(name, conversation, f"dir:{tmp}", policy, compress, every)
+            row = run_loop(name, conversation, f"dir:{tmp}", policy, compress, every, args.per_request)
             rows.append(row)
             hr = f"{row['headroom_over_manage']:>8.1f}" if "headroom_over_manage" in row else f"{'-':>8}"
             print(
