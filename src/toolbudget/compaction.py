@@ -20,8 +20,12 @@ the cache again. How many later requests there will be is a guess from how
 long the session has run; and while per-turn aging, replayed on the history so
 far, has been clearly losing to leaving the history alone, the schedule does
 not bet that the next rewrite will pay. It also fires, whatever the cost, when
-the history passes the high watermark of the context window, and then
-compacts down to the low one.
+the request (system prompt, tool definitions and every message) passes the
+high watermark of the context window, and then compacts down to the low one:
+the results over the minimum first, then every older result whatever its
+size, and at last the oldest turns, folded away whole behind one marker whose
+key recalls them, so no request goes out that is known not to fit while
+anything but the task and the newest turn is left to fold.
 
 No rule that sees only the history can stay within a few percent of the
 better of "never compact" and "age every turn" on every session, because
@@ -31,7 +35,9 @@ which one wins depends on how long the session goes on;
 The schedule is a pure function of the history: the decision at each earlier
 request point is computed again from the history up to that point, which the
 client resends unchanged. So it gives the same bytes after a restart and in a
-second process, with no shared state; a per-session memo only makes it cheap.
+second process, with no shared state; a per-session memo only makes it cheap,
+and running sums carried from point to point keep the walk from scratch linear
+in the history's length.
 """
 
 from __future__ import annotations
