@@ -282,6 +282,8 @@ def _original_of(text: str, archive: Archive | None, known: _Known | None = None
     if text in plain:  # a resent text is the same object: its hash is kept, no scan
         return text
     if "[toolbudget: " not in text:
+        if len(plain) >= _PLAIN_LIMIT:
+            plain.clear()  # only a shortcut: forgetting costs one scan per text
         plain.add(text)
         return text
     if text not in archive.forms:
@@ -299,6 +301,8 @@ def _original_of(text: str, archive: Archive | None, known: _Known | None = None
     original = archive.original(keyed[0].key or "")
     return original if original is not None and len(original) > len(text) else text
 
+
+_PLAIN_LIMIT = 100_000
 
 FORM_PREFIX = "\x00toolbudget: sent as a cut\x00"
 """What a cut text is archived under, prefixed, to say it was sent as a cut: a session started
