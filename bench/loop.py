@@ -187,6 +187,67 @@ def run_loop(
     return row
 
 
+def breakdown(conversation: Conversation, policy: Policy) -> dict[str, float]:
+    """Where a warm loop's time goes, each part over the loop's round trips.
+
+    The parts are timed by wrapping the functions the pipeline calls: ``parse``
+    (the wire reader and its per-entry cache), ``pairing`` (validate and
+    repair), ``new results`` (previews, summaries and content detection of
+    results seen for the first time: the memo holds them after), ``budget``
+    (the rest of caps, compaction and turn budgets), ``render``. ``p95_rest`` is
+    the 95th percentile over requests of manage minus the new results' work.
+    """
+    from toolbudget import budget as budget_module
+    from toolbudget import session as session_module
+    from toolbudget import wire as wire_module
+
+    spent: dict[str, float] = {}
+
+    def timed_as(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        def run(*args: Any, **kwargs: Any) -> Any:
+            start = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                spent[name] = spent.get(name, 0.0) + time.perf_counter() - start
+
+        return run
+
+    patches = [
+        (wire_module, "parse", "parse"),
+        (session_module, "repair_request", "pairing"),
+        (session_module, "enforce", "budget"),
+        (wire_module, "render", "render"),
+        (budget_module, "make_preview", "new results"),
+        (budget_module, "summary_detail", "new results"),
+        (budget_module, "error_lines", "new results"),
+        (budget_module, "exit_status", "new results"),
+    ]
+    saved = [(module, attr, getattr(module, attr)) for module, attr, _ in patches]
+    for module, attr, name in patches:
+        setattr(module, attr, timed_as(name, getattr(module, attr)))
+    json = 0.0
+    rest: list[float] = []
+    try:
+        with Session("breakdown", store="memory:", policy=policy) as session:
+            for body in request_bodies(conversation):
+                round_trip = best_round_trip(orjson.dumps(body))
+                json += round_trip
+                new_before = spent.get("new results", 0.0)
+                start = time.perf_counter()
+                session.manage(body, "anthropic")
+                took = time.perf_counter() - start
+                rest.append((took - (spent.get("new results", 0.0) - new_before)) / round_trip)
+    finally:
+        for module, attr, fn in saved:
+            setattr(module, attr, fn)
+    spent["budget"] = spent.get("budget", 0.0) - spent.get("new results", 0.0)
+    out = {name: value / json for name, value in spent.items()}
+    rest.sort()
+    out["p95_rest"] = rest[min(len(rest) - 1, int(0.95 * len(rest)))]
+    return out
+
+
 def warm_up(policy: Policy) -> None:
     """Manage an unrelated body, so imports and compiled patterns are warm before any timing."""
     with Session("unrelated", store="memory:", policy=policy) as other:
@@ -219,6 +280,7 @@ def main() -> None:
     parser.add_argument("--no-headroom", action="store_true")
     parser.add_argument("--headroom-every", type=int, default=10)
     parser.add_argument("--per-request", action="store_true", help="print every request's ratio")
+    parser.add_argument("--breakdown", action="store_true", help="also time the pipeline's parts")
     parser.add_argument("--out", default=str(REPO / "bench" / "results" / "loop.json"))
     args = parser.parse_args()
     require_trajectories()
@@ -247,6 +309,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for name, conversation, every in cases:
             row = run_loop(name, conversation, f"dir:{tmp}", policy, compress, every, args.per_request)
+            if args.breakdown:
+                row["breakdown"] = breakdown(conversation, policy)
+                print("  " + "  ".join(f"{k} {v:.2f}x" for k, v in row["breakdown"].items()))
             rows.append(row)
             hr = f"{row['headroom_over_manage']:>8.1f}" if "headroom_over_manage" in row else f"{'-':>8}"
             print(

@@ -518,3 +518,32 @@ def test_a_cold_schedule_grows_linearly_with_the_session(monkeypatch: pytest.Mon
         Schedule().levels(Request("anthropic", tuple(messages)), slots, sizes, Policy())
         counts.append(calls[0])
     assert counts[1] < 2.6 * counts[0] and counts[2] < 2.6 * counts[1], counts
+
+
+_FOLD_SCRIPT = """
+import sys, orjson
+from toolbudget.policy import Policy
+from toolbudget.session import Session
+body = orjson.loads(sys.stdin.buffer.read())
+with Session("replay", store="memory:", policy=Policy(context_window_tokens=8000)) as s:
+    sys.stdout.buffer.write(orjson.dumps(s.manage(body, "anthropic").body))
+"""
+
+
+def test_folds_are_the_same_bytes_warm_fresh_and_in_another_process() -> None:
+    conversation = session_of(30, 12_000)
+    policy = Policy(context_window_tokens=8_000)
+    requests = _managed_requests(conversation, policy, "anthropic")
+    last = to_request(list(requests_of(conversation))[-1], "anthropic", model="m")
+    with Session("replay", store="memory:", policy=policy) as session:
+        fresh = session.manage(last, "anthropic")
+    assert any(c.reason == "compaction_fold" for c in fresh.report.cuts)
+    assert fresh.body == requests[-1][0]
+    done = subprocess.run(
+        [sys.executable, "-c", _FOLD_SCRIPT],
+        input=orjson.dumps(last),
+        capture_output=True,
+        check=True,
+        env={**os.environ, "PYTHONHASHSEED": "11"},
+    )
+    assert done.stdout == orjson.dumps(requests[-1][0])
