@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ from toolbudget.marker import MARKER_RE, find_markers
 from toolbudget.model import Conversation, Message, Text, ToolCall, ToolResult
 from toolbudget.policy import Policy
 from toolbudget.previews._stderr import find_stderr
-from toolbudget.session import Session
+from toolbudget.session import Session, count_chars
 
 APIS = ("anthropic", "openai-chat")
 TIGHT = Policy(
@@ -545,3 +546,34 @@ def test_a_restarted_session_reads_its_cuts_back_and_compacts_no_further(tmp_pat
     with Session("again", store=f"dir:{tmp_path}", policy=policy) as session:
         third = session.manage({**body, "messages": quoted}, "anthropic").body
     assert third["messages"][-1]["content"] == f"see {marker.group(0)}"
+
+
+@pytest.mark.parametrize("api", ALL_APIS)
+def test_tool_definitions_count_on_every_api(api: str) -> None:
+    from toolbudget.model import ToolDef
+
+    messages = [Message("user", (Text("task"),))]
+    for turn in range(6):
+        call = ToolCall(f"c{turn}", "Bash", {"command": f"make {turn}"})
+        messages.append(Message("assistant", (call,)))
+        text = "".join(f"{turn}: line {n} of the build\n" for n in range(330))
+        messages.append(Message("tool", (ToolResult(call.id, (Text(text),), False, "Bash"),)))
+    schema = {
+        "type": "object",
+        "properties": {f"f{k}": {"type": "string", "description": "x" * 80} for k in range(40)},
+    }
+    tools = tuple(ToolDef(f"tool_{n}", "does one thing " * 20, schema) for n in range(28))
+    body = to_request(Conversation("c", "test", tuple(messages), (Text("rules"),), tools), api, model="m")
+    request = wire.parse(body, api)
+    assert request.tools
+    bare = wire.render(replace(request, tools=()))
+    policy = Policy(context_window_tokens=30_000)
+    with Session("t", store="memory:", policy=policy) as session:
+        without = session.manage(bare, api).report
+    with Session("t", store="memory:", policy=policy) as session:
+        report = session.manage(body, api).report
+    tool_chars = sum(len(t.name) + len(t.description or "") + len(orjson.dumps(t.parameters)) for t in tools)
+    assert report.chars_before == count_chars(replace(request, tools=())) + tool_chars
+    assert report.chars_before == without.chars_before + tool_chars
+    # The history alone is well inside the window; with the tools it is past the watermark.
+    assert not without.compaction_event and report.compaction_event
