@@ -318,9 +318,6 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for name, conversation, every in cases:
             row = run_loop(name, conversation, f"dir:{tmp}", policy, compress, every, args.per_request)
-            if args.breakdown:
-                row["breakdown"] = breakdown(conversation, policy)
-                print("  " + "  ".join(f"{k} {v:.2f}x" for k, v in row["breakdown"].items()))
             rows.append(row)
             hr = f"{row['headroom_over_manage']:>8.1f}" if "headroom_over_manage" in row else f"{'-':>8}"
             print(
@@ -330,6 +327,9 @@ def main() -> None:
                 f"{row['fresh_ms']:>8.2f} {row['fresh_same_bytes']!s:>5} {hr}",
                 flush=True,
             )
+            if args.breakdown:
+                row["breakdown"] = breakdown(conversation, policy)
+                print("  parts: " + "  ".join(f"{k} {v:.2f}x" for k, v in row["breakdown"].items()))
     summary = {
         "headroom": compress is not None,
         "worst_loop_ratio": max(r["loop_ratio"] for r in rows),
