@@ -36,7 +36,7 @@ import orjson
 from _shared import REPO, conversations, require_trajectories
 from cache import toolbudget_manager
 from toolbudget import to_request, wire
-from toolbudget.compaction import LEVEL_NONE, Schedule, SlotInfo, _turn_starts, eager_levels
+from toolbudget.compaction import LEVEL_NONE, Schedule, SlotInfo, eager_levels, turn_starts
 from toolbudget.model import Request
 from toolbudget.policy import Policy
 from toolbudget.replay import (
@@ -68,7 +68,7 @@ class Forced(Schedule):
     ) -> list[int]:
         self.fired_now = False
         self.eligible = [k for k, s in enumerate(slots) if s.eligible]
-        ages = eager_levels(slots, len(_turn_starts(request.messages)), policy)
+        ages = eager_levels(slots, len(turn_starts(request.messages)), policy)
         self.allowed = [ages[k] for k in self.eligible]
         levels = [LEVEL_NONE] * len(slots)
         for k, level in zip(self.eligible, self.state, strict=False):

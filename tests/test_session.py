@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ from toolbudget.marker import MARKER_RE, find_markers
 from toolbudget.model import Conversation, Message, Text, ToolCall, ToolResult
 from toolbudget.policy import Policy
 from toolbudget.previews._stderr import find_stderr
-from toolbudget.session import Session
+from toolbudget.session import Session, count_chars
 
 APIS = ("anthropic", "openai-chat")
 TIGHT = Policy(
@@ -434,3 +435,159 @@ def test_a_managed_body_given_as_bytes_keeps_its_numbers_and_field_order() -> No
     assert isinstance(out, bytes) and managed.report.results_cut == 1
     assert out.startswith(b'{"z_first":1.50,')
     assert b'"temperature":1E-1,"top_p":1.0000000000000000000001' in out
+
+
+def _tools_and_history(results: int, result_chars: int, tool_chars: int) -> dict[str, Any]:
+    """An Anthropic body: ``results`` read results of ``result_chars``, and tools of about ``tool_chars``."""
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "task"}]
+    for turn in range(results):
+        call = {"type": "tool_use", "id": f"c{turn}", "name": "Read", "input": {"file_path": f"/f{turn}"}}
+        messages.append({"role": "assistant", "content": [call]})
+        text = "".join(f"{turn}: line {n} of the file\n" for n in range(result_chars // 24))
+        messages.append(
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"c{turn}", "content": text}]}
+        )
+    tools = [
+        {
+            "name": f"tool_{n}",
+            "description": "does one thing " * 20,
+            "input_schema": {
+                "type": "object",
+                "properties": {
+                    f"field_{k}": {"type": "string", "description": "a field " * 10} for k in range(20)
+                },
+            },
+        }
+        for n in range(tool_chars // 2_400 + 1)
+    ]
+    return {"model": "m", "max_tokens": 5, "tools": tools, "messages": messages}
+
+
+def test_tool_definitions_count_against_the_window() -> None:
+    body = _tools_and_history(6, 8_000, 100_000)
+    plain = {k: v for k, v in body.items() if k != "tools"}
+    policy = Policy(context_window_tokens=30_000)
+    with Session("tools", store="memory:", policy=policy) as session:
+        without = session.manage(plain, "anthropic").report
+    with Session("tools", store="memory:", policy=policy) as session:
+        report = session.manage(body, "anthropic").report
+    tool_tokens = len(orjson.dumps(body["tools"])) // 4
+    assert report.tokens_before >= without.tokens_before + tool_tokens * 0.8
+    # The history alone fits; with the tools it passes the high watermark, and compaction fires.
+    assert without.tokens_before < 0.8 * 30_000 and not without.cuts
+    assert report.compaction_event and report.cuts
+    assert report.tokens_after < report.tokens_before
+
+
+def test_a_request_still_over_the_window_says_so(tmp_path: Path) -> None:
+    # Tools alone over the window: nothing the budget can cut brings it under.
+    body = _tools_and_history(2, 500, 60_000)
+    policy = Policy(context_window_tokens=10_000)
+    with Session("over", store="memory:", policy=policy) as session:
+        report = session.manage(body, "anthropic").report
+        small = session.manage({k: v for k, v in body.items() if k != "tools"}, "anthropic").report
+    assert report.over_window and report.window_tokens == 10_000
+    assert report.as_dict()["over_window"] is True and report.as_dict()["window_tokens"] == 10_000
+    assert not small.over_window and small.as_dict()["over_window"] is False
+    source = tmp_path / "a.json"
+    source.write_bytes(orjson.dumps(body))
+    (tmp_path / "toolbudget.toml").write_text("context_window_tokens = 10000\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "toolbudget.cli", "compact", str(source), "-o", str(tmp_path / "b.json")],
+        capture_output=True,
+        cwd=tmp_path,
+        check=False,
+        env={**os.environ, "PYTHONWARNINGS": "ignore"},
+    )
+    assert done.returncode == 0, done.stderr
+    warnings = [line for line in done.stderr.decode().splitlines() if "context window" in line]
+    assert len(warnings) == 1 and "10,000" in warnings[0], done.stderr
+
+
+ALL_APIS = ("anthropic", "openai-chat", "openai-responses", "gemini", "bedrock-converse")
+
+
+@pytest.mark.shared
+def test_managing_a_managed_body_changes_nothing_in_any_session(
+    real: list[tuple[str, Conversation]], tmp_path: Path
+) -> None:
+    """Every shared conversation on every API: the same session, or one started again with
+    the same id and store (``toolbudget compact`` twice), sends a managed body back unchanged."""
+    policy = Policy()
+    store = f"dir:{tmp_path}"
+    changed = []
+    for n, (name, conversation) in enumerate(real):
+        for api in ALL_APIS:
+            body = to_request(conversation, api, model="claude-sonnet-4-5")
+            with Session(f"m{n}-{api}", store=store, policy=policy) as session:
+                once = orjson.dumps(session.manage(body, api).body)
+                warm = orjson.dumps(session.manage(orjson.loads(once), api).body)
+            with Session(f"m{n}-{api}", store=store, policy=policy) as session:
+                fresh = session.manage(once, api).body
+            if warm != once or fresh != once:
+                changed.append((name, api))
+    assert changed == []
+
+
+def test_a_restarted_session_reads_its_cuts_back_and_compacts_no_further(tmp_path: Path) -> None:
+    # Old results cut to previews under the minimum: read as their own text, the history looks
+    # smaller and the schedule decides differently.
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "task"}]
+    for turn in range(12):
+        call = {"type": "tool_use", "id": f"c{turn}", "name": "Bash", "input": {"command": f"cat f{turn}"}}
+        messages.append({"role": "assistant", "content": [call]})
+        text = "".join(f"{n}: def f{turn}_{n}(): pass\n" for n in range(300 + 40 * turn))
+        result = {"type": "tool_result", "tool_use_id": f"c{turn}", "content": text}
+        messages.append({"role": "user", "content": [result]})
+    body = {"model": "m", "max_tokens": 5, "messages": messages}
+    policy = Policy(result_max_chars=5_000)
+    with Session("again", store=f"dir:{tmp_path}", policy=policy) as session:
+        first = session.manage(body, "anthropic")
+    assert first.report.cuts and first.report.keys_written
+    # Only originals are listed as written, one per cut.
+    assert set(first.report.keys_written) == {c.key for c in first.report.cuts}
+    with Session("again", store=f"dir:{tmp_path}", policy=policy) as session:
+        second = session.manage(first.body, "anthropic")
+    assert second.body == first.body
+    assert [(c.index, c.kind, c.before) for c in second.report.cuts] == [
+        (c.index, c.kind, c.before) for c in first.report.cuts
+    ]
+    # A text that only quotes a cut's marker is still its own text in a restarted session.
+    marker = MARKER_RE.search(str(first.body["messages"][2]["content"][0]["content"]))
+    assert marker is not None
+    quoted = [*messages, {"role": "assistant", "content": [{"type": "text", "text": "ok"}]}]
+    quoted.append({"role": "user", "content": f"see {marker.group(0)}"})
+    with Session("again", store=f"dir:{tmp_path}", policy=policy) as session:
+        third = session.manage({**body, "messages": quoted}, "anthropic").body
+    assert third["messages"][-1]["content"] == f"see {marker.group(0)}"
+
+
+@pytest.mark.parametrize("api", ALL_APIS)
+def test_tool_definitions_count_on_every_api(api: str) -> None:
+    from toolbudget.model import ToolDef
+
+    messages = [Message("user", (Text("task"),))]
+    for turn in range(6):
+        call = ToolCall(f"c{turn}", "Bash", {"command": f"make {turn}"})
+        messages.append(Message("assistant", (call,)))
+        text = "".join(f"{turn}: line {n} of the build\n" for n in range(330))
+        messages.append(Message("tool", (ToolResult(call.id, (Text(text),), False, "Bash"),)))
+    schema = {
+        "type": "object",
+        "properties": {f"f{k}": {"type": "string", "description": "x" * 80} for k in range(40)},
+    }
+    tools = tuple(ToolDef(f"tool_{n}", "does one thing " * 20, schema) for n in range(28))
+    body = to_request(Conversation("c", "test", tuple(messages), (Text("rules"),), tools), api, model="m")
+    request = wire.parse(body, api)
+    assert request.tools
+    bare = wire.render(replace(request, tools=()))
+    policy = Policy(context_window_tokens=30_000)
+    with Session("t", store="memory:", policy=policy) as session:
+        without = session.manage(bare, api).report
+    with Session("t", store="memory:", policy=policy) as session:
+        report = session.manage(body, api).report
+    tool_chars = sum(len(t.name) + len(t.description or "") + len(orjson.dumps(t.parameters)) for t in tools)
+    assert report.chars_before == count_chars(replace(request, tools=())) + tool_chars
+    assert report.chars_before == without.chars_before + tool_chars
+    # The history alone is well inside the window; with the tools it is past the watermark.
+    assert not without.compaction_event and report.compaction_event

@@ -21,18 +21,22 @@ marker says plainly that the rest is lost, and the failure is reported.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from .compaction import (
     EXEC_TOOLS,
+    LEVEL_FOLDED,
     LEVEL_PREVIEW,
     LEVEL_SUMMARY,
     Schedule,
     SlotInfo,
+    key_argument,
+    turn_starts,
 )
 from .compaction import summarize as summarize_result
-from .errors import StoreError
+from .errors import StoreError, ToolbudgetError
 from .inplace import with_text
 from .jsonio import dumps
 from .marker import find_markers, is_recall_tool, marker_line
@@ -76,12 +80,58 @@ class Archive:
         """The archived text of ``key``, or ``None``; never raises."""
         raise NotImplementedError
 
+    def still(self, key: str, text: str) -> None:
+        """``text``, kept earlier under ``key``, is named again by this request.
+
+        :class:`StoreError` when it can no longer be counted on; an archive that
+        checks its keys before each request notes it here.
+        """
+        return None
+
     memo: dict[tuple[str, int, bool, bool, bool, str | None], Preview]
     """Previews already made, by key, limit and how they were made: a warm session reuses them."""
 
     forms: set[str]
     """Every cut text this archive's session has sent. Only these are read back as cuts: a
     result that merely quotes a marker (a file the agent pasted one into) is its own text."""
+
+    form_keys: dict[str, str]
+    """The key of each cut text's "sent as a cut" record, by text."""
+
+
+@dataclass(slots=True)
+class _Known:
+    """What an archive's session has already worked out, so a resent history is not worked again.
+
+    Everything here is a function of its key (an original's text, and for
+    summaries its tool and key argument), so reusing it gives the same bytes
+    as working it out again.
+    """
+
+    stored: dict[str, tuple[str, str | None]] = field(default_factory=dict)
+    """The key and path each original was archived under."""
+    summaries: dict[tuple[str, str | None, str, bool, str | None], str] = field(default_factory=dict)
+    """One-line summaries, by original's key, tool, key argument and whether errors stay."""
+    folds: dict[tuple[int, int, int], tuple[Message, Message, str, str | None, int]] = field(
+        default_factory=dict
+    )
+    """Fold markers, by turns folded and the first and last folded messages (kept, so their ids hold)."""
+    rebuilt: dict[int, tuple[Message, tuple[tuple[int, str], ...], Message]] = field(default_factory=dict)
+    """Messages rebuilt with cut texts, by the message they were built from (kept, so ids hold)."""
+    plain: set[str] = field(default_factory=set)
+    """Result texts without a marker: their own text, whatever this session sends later."""
+    quoted: set[str] = field(default_factory=set)
+    """Texts with a marker that were never sent as cuts (until this session sends one as a cut)."""
+
+
+_KNOWN: weakref.WeakKeyDictionary[Archive, _Known] = weakref.WeakKeyDictionary()
+
+
+def _known(archive: Archive) -> _Known:
+    found = _KNOWN.get(archive)
+    if found is None:
+        found = _KNOWN[archive] = _Known()
+    return found
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +170,8 @@ class Budgeted:
     results_seen: int
     event: bool = False
     """A compaction event fired at this request (the compacted form changed)."""
+    form_keys: frozenset[str] = frozenset()
+    """Keys written to remember which texts were sent as cuts (not originals of cuts)."""
 
 
 @dataclass(slots=True)
@@ -137,7 +189,11 @@ class _Slot:
     turn_no: int = 0
     call: ToolCall | None = None
     protected: bool = False
+    folded: bool = False
+    """Its whole turn is folded away."""
     cut: Cut | None = None
+    text: str = ""
+    """Its text as the request holds it."""
 
 
 def result_text(result: ToolResult) -> str | None:
@@ -185,6 +241,7 @@ def _slots(request: Request, policy: Policy, archive: Archive | None) -> tuple[l
     unnamed: dict[str, list[tuple[ToolCall, int, int]]] = {}
     slots: list[_Slot] = []
     seen = 0
+    known = _known(archive) if archive is not None else None
     turn = -1
     turn_no = -1
     prev_assistant = False
@@ -211,10 +268,22 @@ def _slots(request: Request, policy: Policy, archive: Archive | None) -> tuple[l
                     continue
                 call, owner, owner_no = found if found else (None, turn, turn_no)
                 tool = call.name if call is not None else part.name
-                original = _original_of(text, archive)
+                original = _original_of(text, archive, known)
                 # Work from the original: a managed body is managed as if it were the original.
                 slots.append(
-                    _Slot(i, k, part, original, tool, owner, policy.exempt(tool), original, owner_no, call)
+                    _Slot(
+                        i,
+                        k,
+                        part,
+                        original,
+                        tool,
+                        owner,
+                        policy.exempt(tool),
+                        original,
+                        owner_no,
+                        call,
+                        text=text,
+                    )
                 )
     if slots:
         newest = max(s.turn for s in slots)
@@ -224,9 +293,27 @@ def _slots(request: Request, policy: Policy, archive: Archive | None) -> tuple[l
     return slots, seen
 
 
-def _original_of(text: str, archive: Archive | None) -> str:
-    if archive is None or "[toolbudget: " not in text or text not in archive.forms:
+def _original_of(text: str, archive: Archive | None, known: _Known | None = None) -> str:
+    if archive is None:
         return text
+    known = known if known is not None else _known(archive)
+    plain = known.plain
+    if text in plain:  # a resent text is the same object: its hash is kept, no scan
+        return text
+    if "[toolbudget: " not in text:
+        if len(plain) >= _PLAIN_LIMIT:
+            plain.clear()  # only a shortcut: forgetting costs one scan per text
+        plain.add(text)
+        return text
+    if text not in archive.forms:
+        # Sent as a cut by an earlier run of this session (a restart, another process)?
+        quoted = known.quoted
+        if text in quoted:
+            return text
+        if archive.original(archive.key_for(FORM_PREFIX + text)) != FORM_PREFIX + text:
+            quoted.add(text)
+            return text
+        archive.forms.add(text)
     keyed = [m for m in find_markers(text) if m.key]
     if len(keyed) != 1:
         return text
@@ -240,6 +327,13 @@ def recall_route(request: Request) -> str | None:
         if tool.kind == "function" and is_recall_tool(tool.name):
             return tool.name
     return None
+
+
+_PLAIN_LIMIT = 100_000
+
+FORM_PREFIX = "\x00toolbudget: sent as a cut\x00"
+"""What a cut text is archived under, prefixed, to say it was sent as a cut: a session started
+again reads it back as that cut, never a text that merely quotes a marker."""
 
 
 class _Cutter:
@@ -256,18 +350,31 @@ class _Cutter:
         self.on_store_error = on_store_error
         self.fallbacks = 0
         self.kept: dict[str, tuple[str | None, str | None]] = {}
+        self.known = _known(archive) if archive is not None else None
+        self.form_keys: set[str] = set()
 
     def store(self, text: str) -> tuple[str | None, str | None]:
         """Archive ``text`` once per transform; ``(None, None)`` when the store failed."""
         known = self.kept.get(text)
         if known is not None:
             return known
-        if self.archive is None:
+        if self.archive is None or self.known is None:
             entry: tuple[str | None, str | None] = (None, None)
             self.fallbacks += 1
+        elif text in self.known.stored:
+            # Archived by an earlier request (a resent text is the same object: its hash is kept);
+            # still named to the archive, which checks it is there before the request goes out.
+            entry = self.known.stored[text]
+            try:
+                self.archive.still(entry[0] or "", text)
+            except StoreError as exc:
+                self.on_store_error(exc)
+                self.fallbacks += 1
+                entry = (None, None)
         else:
             try:
                 entry = self.archive.keep(text)
+                self.known.stored[text] = entry
             except StoreError as exc:
                 self.on_store_error(exc)
                 self.fallbacks += 1
@@ -316,27 +423,61 @@ class _Cutter:
         """
         original = slot.original
         key, path = self.store(original)
-        summary = summarize_result(slot.tool, slot.call, original, is_error=slot.result.is_error)
-        kept = sum(len(line) + 1 for line in summary.errors)
-        line = marker_line(
-            max(0, len(original) - kept),
-            len(original),
-            key=key,
-            path=path,
-            detail=summary.detail,
-            tool=self.route,
-        )
-        text = "\n".join([line, *summary.errors])
+        memo_key = (key or "", slot.tool, key_argument(slot.call), slot.result.is_error, self.route)
+        memo = self.known.summaries if self.known is not None and key is not None else None
+        text = memo.get(memo_key) if memo is not None else None
+        if text is None:
+            summary = summarize_result(slot.tool, slot.call, original, is_error=slot.result.is_error)
+            kept = sum(len(line) + 1 for line in summary.errors)
+            line = marker_line(
+                max(0, len(original) - kept),
+                len(original),
+                key=key,
+                path=path,
+                detail=summary.detail,
+                tool=self.route,
+            )
+            text = "\n".join([line, *summary.errors])
+            if memo is not None:
+                memo[memo_key] = text
         if len(text) < len(slot.current):
             self._set(slot, text, "summary", key, COMPACT_SUMMARY)
 
     def _set(self, slot: _Slot, text: str, kind: str, key: str | None, reason: str) -> None:
         slot.current = text
         if key is not None and self.archive is not None:
-            self.archive.forms.add(text)
+            if text not in self.archive.forms:
+                self.archive.forms.add(text)
+                if self.known is not None:
+                    self.known.quoted.discard(text)
+                self._remember_form(text)
+            else:
+                self._renew_form(text)
         slot.cut = Cut(
             slot.msg, slot.result.call_id, slot.tool, kind, len(slot.original), len(text), key, reason
         )
+
+    def _remember_form(self, text: str) -> None:
+        """Archive that ``text`` was sent as a cut, so a restarted session reads it back as one."""
+        assert self.archive is not None
+        try:
+            key, _ = self.archive.keep(FORM_PREFIX + text)
+        except StoreError:
+            return  # the cut still goes out; a restart then reads it as its own text
+        self.archive.form_keys[text] = key
+        self.form_keys.add(key)
+
+    def _renew_form(self, text: str) -> None:
+        """The record of a cut text sent before is named again, so a lost one is kept again."""
+        assert self.archive is not None
+        key = self.archive.form_keys.get(text)
+        if key is None:
+            key = self.archive.form_keys[text] = self.archive.key_for(FORM_PREFIX + text)
+        try:
+            self.archive.still(key, FORM_PREFIX + text)
+        except StoreError:
+            return
+        self.form_keys.add(key)
 
 
 COMPACT_PREVIEW = "compaction_preview"
@@ -366,6 +507,10 @@ def enforce(
     ``schedule`` decides the compaction levels (none without one); ``sizes``
     are the characters of each message, known from the caller's caches.
     """
+    unfolded = _unfold(request, archive)
+    if unfolded is not None:
+        # A managed body with folded turns: budgeted as the history it was made from.
+        request, sizes = unfolded, None
     slots, seen = _slots(request, policy, archive)
     cutter = _Cutter(policy, archive, on_store_error, recall_route(request))
     preview_room = policy.preview_chars + MARKER_ROOM
@@ -377,16 +522,23 @@ def enforce(
             # Over its cap: a preview of the policy's shape, never larger than the cap.
             cutter.preview(slot, min(cap, preview_room), "result_cap")
     event = False
+    folded = 0
     if schedule is not None and policy.compaction != "off" and slots:
         event = _compact(request, slots, policy, cutter, schedule, sizes)
+        folded = schedule.folded
     unreachable = _turn_budgets(slots, policy, cutter)
+    rebuilt = _rebuild(request, slots, cutter.known)
+    cuts = [s.cut for s in slots if s.cut is not None and not s.folded]
+    if folded:
+        rebuilt, cuts = _fold(request, rebuilt, slots, folded, cuts, cutter)
     return Budgeted(
-        _rebuild(request, slots),
-        tuple(s.cut for s in slots if s.cut is not None),
+        rebuilt,
+        tuple(cuts),
         tuple(unreachable),
         cutter.fallbacks,
         seen,
         event,
+        frozenset(cutter.form_keys),
     )
 
 
@@ -406,6 +558,7 @@ def _compact(
             len(s.current),  # as sent after its cap: what compaction can still reclaim
             len(s.original) > policy.microcompact_min_chars and not s.exempt and not s.protected,
             _keeps_errors(s),
+            not s.exempt and not s.protected,
         )
         for s in slots
     ]
@@ -416,7 +569,9 @@ def _compact(
     levels = schedule.levels(request, infos, message_sizes, policy)
     limit = policy.microcompact_head_chars + policy.microcompact_tail_chars + MARKER_ROOM
     for slot, level in zip(slots, levels, strict=True):
-        if level == LEVEL_SUMMARY:
+        if level == LEVEL_FOLDED:
+            slot.folded = True
+        elif level == LEVEL_SUMMARY:
             cutter.summarize(slot)
         elif level == LEVEL_PREVIEW and len(slot.original) > limit and len(slot.current) > limit:
             cutter.preview(slot, limit, COMPACT_PREVIEW)
@@ -455,6 +610,8 @@ def _turn_budgets(slots: Sequence[_Slot], policy: Policy, cutter: _Cutter) -> li
         if total <= budget:
             continue
         # Largest first; ties broken by position, so the outcome never depends on dict order.
+        if any(s.folded for s in members):
+            continue  # folded away whole: nothing of it is sent
         order = sorted(
             (s for s in members if not s.exempt and not s.protected),
             key=lambda s: (-len(s.current), s.msg, s.part),
@@ -474,12 +631,125 @@ def _turn_budgets(slots: Sequence[_Slot], policy: Policy, cutter: _Cutter) -> li
     return unreachable
 
 
+def _fold(
+    request: Request,
+    rebuilt: Request,
+    slots: Sequence[_Slot],
+    folded: int,
+    cuts: list[Cut],
+    cutter: _Cutter,
+) -> tuple[Request, list[Cut]]:
+    """Take the ``folded`` oldest turns out of the request, behind one marker that recalls them.
+
+    The marker goes first in the first kept turn (after its reasoning blocks),
+    so user and assistant turns still alternate; on Responses, where each item
+    stands alone, it is an assistant message of its own. The archived text is
+    the folded turns as the model read them, with every result's original.
+    """
+    starts = turn_starts(request.messages)
+    first, last = starts[0], starts[folded]
+    span = request.messages[first:last]
+    memo = cutter.known.folds if cutter.known is not None else None
+    memo_key = (folded, id(span[0]), id(span[-1]))
+    known = memo.get(memo_key) if memo is not None else None
+    if known is not None and known[0] is span[0] and known[1] is span[-1]:
+        _, _, marker, key, size = known
+    else:
+        text = _span_text(request, span, first, slots)
+        key, path = cutter.store(text)
+        results = sum(1 for m in span for p in m.parts if isinstance(p, ToolResult))
+        detail = f"the {folded} oldest turns folded away: {len(span)} messages, {results} tool results"
+        marker = marker_line(len(text), len(text), key=key, path=path, detail=detail)
+        size = len(text)
+        if memo is not None:
+            memo[memo_key] = (span[0], span[-1], marker, key, size)
+    if key is not None and cutter.archive is not None and marker not in cutter.archive.forms:
+        cutter.archive.forms.add(marker)
+        cutter._remember_form(marker)
+    messages = list(rebuilt.messages)
+    if request.api == "openai-responses":
+        out = [*messages[:first], Message("assistant", (Text(marker),)), *messages[last:]]
+        shift = last - first - 1
+    else:
+        head = messages[last]
+        lead = 0
+        while lead < len(head.parts) and isinstance(head.parts[lead], Thinking):
+            lead += 1
+        parts = (*head.parts[:lead], Text(marker), *head.parts[lead:])
+        messages[last] = Message(head.role, parts, head.extra, head.form)
+        out = [*messages[:first], *messages[last:]]
+        shift = last - first
+    fold_cut = Cut(first, None, None, "turns", size, len(marker), key, "compaction_fold")
+    moved = [replace(c, index=c.index - shift) for c in cuts]
+    return replace(rebuilt, messages=tuple(out)), [fold_cut, *moved]
+
+
+def _span_text(request: Request, span: Sequence[Message], first: int, slots: Sequence[_Slot]) -> str:
+    """The folded messages as the request's own API lays them out, every result its original.
+
+    This is what recall returns for a fold, and what a managed body is
+    unfolded from, so it is exact JSON of the API, indented a line per field.
+    """
+    from . import wire
+
+    originals = {(s.msg, s.part): s for s in slots if first <= s.msg < first + len(span)}
+    messages = []
+    for i, message in enumerate(span, first):
+        parts: list[Part] = list(message.parts)
+        changed = False
+        for k in range(len(parts)):
+            slot = originals.get((i, k))
+            if slot is not None and slot.original != _text_now(slot):
+                parts[k] = _with_text(slot.result, slot.original)
+                changed = True
+        messages.append(
+            Message(message.role, tuple(parts), message.extra, message.form) if changed else message
+        )
+    body = wire.render(Request(request.api, tuple(messages)))
+    return dumps(body, indent=True).decode()
+
+
+def _unfold(request: Request, archive: Archive | None) -> Request | None:
+    """The history a managed body with folded turns was made from, or ``None`` when it has none.
+
+    The fold's marker is the first text of the first assistant turn; only a
+    marker this session sent as a cut is read back.
+    """
+    if archive is None:
+        return None
+    at = next((i for i, m in enumerate(request.messages) if m.role == "assistant"), None)
+    if at is None:
+        return None
+    head = request.messages[at]
+    found = next((k for k, p in enumerate(head.parts) if isinstance(p, Text)), None)
+    if found is None:
+        return None
+    text = head.parts[found]
+    assert isinstance(text, Text)
+    if "[toolbudget: " not in text.text or _original_of(text.text, archive) == text.text:
+        return None
+    from . import wire
+    from .jsonio import loads
+
+    keyed = [m for m in find_markers(text.text) if m.key]
+    original = archive.original(keyed[0].key or "") if len(keyed) == 1 else None
+    if original is None:
+        return None
+    try:
+        span = wire.parse(loads(original), request.api).messages
+    except ToolbudgetError:
+        return None  # not a fold's record: leave the text as it is
+    rest = (*head.parts[:found], *head.parts[found + 1 :])
+    # On Responses the marker was an item of its own; elsewhere it led the first kept turn.
+    kept = (*span, Message(head.role, rest, head.extra, head.form)) if rest else tuple(span)
+    return replace(request, messages=(*request.messages[:at], *kept, *request.messages[at + 1 :]))
+
+
 def _text_now(slot: _Slot) -> str:
-    text = result_text(slot.result)
-    return text if text is not None else ""
+    return slot.text
 
 
-def _rebuild(request: Request, slots: Sequence[_Slot]) -> Request:
+def _rebuild(request: Request, slots: Sequence[_Slot], known: _Known | None = None) -> Request:
     changed = [s for s in slots if s.current != _text_now(s)]
     if not changed:
         return request
@@ -487,10 +757,19 @@ def _rebuild(request: Request, slots: Sequence[_Slot]) -> Request:
     for slot in changed:
         by_message.setdefault(slot.msg, {})[slot.part] = slot
     messages = list(request.messages)
+    rebuilt = known.rebuilt if known is not None else None
     for i, parts_to_change in by_message.items():
         message = messages[i]
+        texts = tuple((k, slot.current) for k, slot in sorted(parts_to_change.items()))
+        # A resent message cut the same way is rebuilt once: the cut texts are remembered strings.
+        done = rebuilt.get(id(message)) if rebuilt is not None else None
+        if done is not None and done[0] is message and done[1] == texts:
+            messages[i] = done[2]
+            continue
         parts: list[Part] = list(message.parts)
         for k, slot in parts_to_change.items():
             parts[k] = _with_text(slot.result, slot.current)
         messages[i] = Message(message.role, tuple(parts), message.extra, message.form)
+        if rebuilt is not None:
+            rebuilt[id(message)] = (message, texts, messages[i])
     return replace(request, messages=tuple(messages))

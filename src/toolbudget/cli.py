@@ -313,6 +313,12 @@ def _compact_summary(r: Any, prefix: str) -> None:
             f"over the {turn.budget:,} budget",
             err=True,
         )
+    if r.over_window:
+        click.echo(
+            f"warning: the request is still ~{r.tokens_after:,} tokens, "
+            f"over the {r.window_tokens:,}-token context window",
+            err=True,
+        )
 
 
 def _many(inputs: list[Input]) -> bool:

@@ -30,7 +30,7 @@ from typing import Any
 
 from . import wire
 from .budget import Archive, Budgeted, Cut, Unreachable, enforce, message_chars
-from .compaction import Schedule
+from .compaction import Schedule, context_window, fixed_chars
 from .errors import InputError, NotFoundError, StoreConfigError, StoreError
 from .jsonio import dumps, in_order_of, loads_exact, to_body, with_literals
 from .marker import RECALL_TOOL
@@ -68,6 +68,10 @@ class Report:
     budget_unreachable: tuple[Unreachable, ...]
     compaction_event: bool = False
     """Old results were compacted further at this request: its prefix differs from the last one."""
+    window_tokens: int = 0
+    """The context window the request was budgeted for (the policy's, or the model's)."""
+    over_window: bool = False
+    """The managed request is still estimated over ``window_tokens``: the provider may refuse it."""
 
     @property
     def changed(self) -> bool:
@@ -104,6 +108,8 @@ class Report:
             "store_fallbacks": self.store_fallbacks,
             "keys_written": list(self.keys_written),
             "compaction_event": self.compaction_event,
+            "window_tokens": self.window_tokens,
+            "over_window": self.over_window,
             "budget_unreachable": [
                 {"turn": u.turn, "chars": u.chars, "budget": u.budget, "results": u.results}
                 for u in self.budget_unreachable
@@ -144,12 +150,13 @@ def conversation_id(request: Request) -> str:
 
 
 def count_chars(request: Request, sizes: Mapping[int, int] | None = None) -> int:
-    """The characters the model reads: text, thinking, tool arguments and results.
+    """The characters the model reads: the system prompt, the tool definitions, and every
+    message's text, thinking, tool arguments and results.
 
     ``sizes`` holds known counts of messages by ``id`` (cached messages), so a
     resent history is not counted again.
     """
-    total = sum(len(p.text) for p in request.system if isinstance(p, Text))
+    total = fixed_chars(request)
     for message in request.messages:
         known = sizes.get(id(message)) if sizes is not None else None
         total += message_chars(message) if known is None else known
@@ -158,6 +165,8 @@ def count_chars(request: Request, sizes: Mapping[int, int] | None = None) -> int
 
 def _texts(request: Request) -> list[str]:
     out = [p.text for p in request.system if isinstance(p, Text)]
+    for tool in request.tools:
+        out.extend((tool.name, tool.description or "", dumps(tool.parameters).decode()))
     for message in request.messages:
         for part in message.parts:
             if isinstance(part, Text):
@@ -205,6 +214,7 @@ class _SessionArchive(Archive):
         self.session = session
         self.memo: dict[tuple[str, int, bool, bool, bool, str | None], Preview] = {}
         self.forms: set[str] = set()
+        self.form_keys: dict[str, str] = {}
         self.pending: dict[str, str] | None = None
         self.lost: frozenset[str] = frozenset()
         self.secret = hashlib.blake2b(
@@ -228,6 +238,12 @@ class _SessionArchive(Archive):
         session._store_call(session.store.put, session.id, key, text.encode("utf-8", "surrogatepass"))
         session._keys_this_call.append(key)
         return key, session.store.location(session.id, key)
+
+    def still(self, key: str, text: str) -> None:
+        if key in self.lost:
+            raise StoreError(f"the store could not keep {key}")
+        if self.pending is not None:
+            self.pending[key] = text
 
     def collect(self) -> None:
         self.pending = {}
@@ -480,6 +496,7 @@ class Session:
             counter = self.token_counter
             tokens_before = sum(counter(t) for t in _texts(before))
             tokens_after = tokens_before if after is before else sum(counter(t) for t in _texts(after))
+        window = context_window(self.policy, before.model)
         return Report(
             before.api or "",
             self.id,
@@ -492,9 +509,11 @@ class Session:
             repairs,
             budgeted.cuts,
             budgeted.store_fallbacks,
-            tuple(self._keys_this_call),
+            tuple(k for k in self._keys_this_call if k not in budgeted.form_keys),
             budgeted.unreachable,
             budgeted.event,
+            window,
+            tokens_after > window,
         )
 
     def _sizes(self, api: str | None) -> dict[int, int] | None:

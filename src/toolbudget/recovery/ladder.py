@@ -44,7 +44,6 @@ from typing import TYPE_CHECKING
 from ..budget import enforce, recall_route
 from ..compaction import Schedule
 from ..errors import StoreError
-from ..jsonio import dumps
 from ..marker import marker_line
 from ..model import Data, Message, Part, Request, Text, Thinking, ToolCall, ToolResult
 from ..pairing import repair_request
@@ -120,14 +119,8 @@ def estimate_tokens(request: Request, factor: float = 1.0) -> int:
     """
     from ..session import count_chars
 
-    chars = count_chars(request) + _tool_chars(request)
+    chars = count_chars(request)
     return int((chars / 4 + MESSAGE_TOKENS * len(request.messages)) * factor)
-
-
-def _tool_chars(request: Request) -> int:
-    return sum(
-        len(tool.name) + len(tool.description or "") + len(dumps(tool.parameters)) for tool in request.tools
-    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,351 @@
+"""Benchmark: an agent's loop, request by request, against the JSON round trip of each request.
+
+An agent never sends the same body twice: request k is the history up to its
+k-th result. This replays sessions that way, through one ``Session`` that sees
+requests 1..N in order (``warm``), and times each ``manage`` against the best of
+three ``orjson.loads`` + ``orjson.dumps`` of the same body, in the same process:
+
+- ``p95``: the 95th percentile over requests of ``manage / round trip``;
+- ``loop``: the whole loop's ``manage`` time over the whole loop's round trips;
+- ``fresh``: a new ``Session`` with the same id and store (a restarted process:
+  code warm, session cold) managing the last request, after an unrelated body
+  was managed so imports and compiled patterns are warm; over that request's
+  round trip;
+- ``headroom``: Headroom's ``compress()`` on the same requests (every request of
+  the real sessions; every ``--headroom-every``-th one of the synthetic ones, whose
+  requests reach several MB), over ``manage`` on the same requests.
+
+Sessions: the ``--sessions`` longest shared ones (by requests, then bytes), and
+synthetic ones of ``--turns`` assistant turns built by repeating real turns with
+fresh call ids. Every body is an Anthropic Messages body.
+
+Targets: warm p95 within 3x, loop within 2x, fresh within 5x, Headroom at least
+20x slower than ``manage``.
+
+    python bench/loop.py [--sessions 10] [--turns 500 2000] [--no-headroom] [--out bench/results/loop.json]
+
+Headroom is never a dependency: run this with a Python that has headroom-ai
+installed beside toolbudget's own dependencies.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import hashlib
+import statistics
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from _shared import REPO, conversations, json_round_trip, require_trajectories
+from toolbudget import to_request
+from toolbudget.model import Conversation, Message, ToolCall, ToolResult
+from toolbudget.policy import Policy
+from toolbudget.replay import requests_of
+from toolbudget.session import Session
+
+MODEL = "claude-sonnet-4-5-20250929"
+LARGE = 100_000
+"""Requests of at least this many bytes are also summarised on their own (``p95_ratio_large``)."""
+
+
+def headroom_compress() -> Callable[[list[dict[str, Any]]], Any] | None:
+    try:
+        from headroom import compress
+    except ImportError:
+        return None
+
+    def run(messages: list[dict[str, Any]]) -> Any:
+        return compress(messages, model=MODEL)
+
+    return run
+
+
+def request_bodies(conversation: Conversation) -> Iterator[dict[str, Any]]:
+    """The session's requests as the agent sent them, one after another.
+
+    The whole history is laid out once and sliced before each assistant turn
+    (a prefix of a laid-out history is the layout of that prefix): request k
+    shares its messages with request k+1, as an agent's history does, so a
+    2000-turn session fits in memory.
+    """
+    full = to_request(conversation, "anthropic", model=MODEL)
+    messages = full["messages"]
+    for i in range(1, len(messages)):
+        if messages[i]["role"] == "assistant" and messages[i - 1]["role"] != "assistant":
+            yield {**full, "messages": messages[:i]}
+    if messages and messages[-1]["role"] != "assistant":
+        yield full
+
+
+def synthetic(conversation: Conversation, turns: int) -> Conversation:
+    """``turns`` assistant turns made of the conversation's turns over again, with fresh call ids."""
+    head = list(conversation.messages[:1])
+    body = list(conversation.messages[1:])
+    messages: list[Message] = list(head)
+    count = 0
+    copy = 0
+    while count < turns:
+        prev = messages[-1].role if messages else ""
+        for message in body:
+            if message.role == "assistant" and prev != "assistant":
+                if count == turns:
+                    break
+                count += 1
+            prev = message.role
+            parts = []
+            for part in message.parts:
+                if isinstance(part, ToolCall) and part.id:
+                    part = ToolCall(
+                        f"{part.id}_{copy}", part.name, part.arguments, part.arguments_json, part.arguments_ok
+                    )
+                elif isinstance(part, ToolResult) and part.call_id:
+                    part = ToolResult(f"{part.call_id}_{copy}", part.content, part.is_error, part.name)
+                parts.append(part)
+            messages.append(Message(message.role, tuple(parts)))
+        copy += 1
+    if messages[-1].role == "assistant" and any(isinstance(p, ToolCall) for p in messages[-1].parts):
+        messages.pop()
+    return Conversation(
+        f"{conversation.id}-x{turns}", conversation.source, tuple(messages), conversation.system
+    )
+
+
+def best_round_trip(raw: bytes) -> float:
+    best = float("inf")
+    for _ in range(3):
+        start = time.perf_counter()
+        json_round_trip(raw)
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def run_loop(
+    name: str,
+    conversation: Conversation,
+    store: str,
+    policy: Policy,
+    compress: Callable[[list[dict[str, Any]]], Any] | None,
+    headroom_every: int,
+    verbose: bool = False,
+) -> dict[str, Any]:
+    ours: list[float] = []
+    json: list[float] = []
+    sizes: list[int] = []
+    theirs: list[tuple[int, float]] = []
+    last: dict[str, Any] = {}
+    sid = "loop-" + hashlib.blake2b(name.encode(), digest_size=6).hexdigest()
+    with Session(sid, store=store, policy=policy) as session:
+        for k, body in enumerate(request_bodies(conversation)):
+            raw = orjson.dumps(body)
+            sizes.append(len(raw))
+            json.append(best_round_trip(raw))
+            gc.disable()
+            start = time.perf_counter()
+            managed = session.manage(body, "anthropic")
+            ours.append(time.perf_counter() - start)
+            gc.enable()
+            if compress is not None and (k % headroom_every == 0):
+                messages = body["messages"]
+                start = time.perf_counter()
+                compress(messages)
+                theirs.append((k, time.perf_counter() - start))
+            last = body
+        warm_bytes = orjson.dumps(managed.body)
+        report = managed.report
+    fresh, fresh_bytes = fresh_manage(sid, store, policy, last)
+    per_request = [o / j for o, j in zip(ours, json, strict=True)]
+    if verbose:
+        for k, (o, j) in enumerate(zip(ours, json, strict=True)):
+            print(f"  request {k + 1:>5}: manage {o * 1000:8.3f} ms  json {j * 1000:7.3f} ms  {o / j:7.2f}x")
+    ratios = sorted(per_request)
+    # Small bodies: a round trip of a few KB takes microseconds, less than any Python call chain.
+    large = sorted(r for r, size in zip(per_request, sizes, strict=True) if size >= LARGE)
+    row: dict[str, Any] = {
+        "session": name,
+        "requests": len(ours),
+        "last_bytes": len(orjson.dumps(last)),
+        "last_chars_before": report.chars_before,
+        "last_chars_after": report.chars_after,
+        "manage_ms": sum(ours) * 1000,
+        "json_ms": sum(json) * 1000,
+        "loop_ratio": sum(ours) / sum(json),
+        "p95_ratio": ratios[min(len(ratios) - 1, int(0.95 * len(ratios)))],
+        "p95_ratio_large": large[min(len(large) - 1, int(0.95 * len(large)))] if large else None,
+        "large_requests": len(large),
+        "median_ratio": statistics.median(ratios),
+        "max_ratio": ratios[-1],
+        "fresh_ms": fresh * 1000,
+        "fresh_ratio": fresh / json[-1],
+        "fresh_same_bytes": fresh_bytes == warm_bytes,
+        "per_request_ratios": per_request,
+        "per_request_bytes": sizes,
+    }
+    if theirs:
+        head = sum(t for _, t in theirs)
+        mine = sum(ours[k] for k, _ in theirs)
+        row["headroom_ms"] = head * 1000
+        row["headroom_requests"] = len(theirs)
+        row["headroom_over_manage"] = head / mine
+        row["headroom_over_json"] = head / sum(json[k] for k, _ in theirs)
+    return row
+
+
+def breakdown(conversation: Conversation, policy: Policy) -> dict[str, float]:
+    """Where a warm loop's time goes, each part over the loop's round trips.
+
+    The parts are timed by wrapping the functions the pipeline calls: ``parse``
+    (the wire reader and its per-entry cache), ``pairing`` (validate and
+    repair), ``new results`` (previews, summaries and content detection of
+    results seen for the first time: the memo holds them after), ``budget``
+    (the rest of caps, compaction and turn budgets), ``render``. ``p95_rest`` is
+    the 95th percentile over requests of manage minus the new results' work.
+    """
+    from toolbudget import budget as budget_module
+    from toolbudget import session as session_module
+    from toolbudget import wire as wire_module
+
+    spent: dict[str, float] = {}
+
+    def timed_as(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        def run(*args: Any, **kwargs: Any) -> Any:
+            start = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                spent[name] = spent.get(name, 0.0) + time.perf_counter() - start
+
+        return run
+
+    patches = [
+        (wire_module, "parse", "parse"),
+        (session_module, "repair_request", "pairing"),
+        (session_module, "enforce", "budget"),
+        (wire_module, "render", "render"),
+        (budget_module, "make_preview", "new results"),
+        (budget_module, "summary_detail", "new results"),
+        (budget_module, "error_lines", "new results"),
+        (budget_module, "exit_status", "new results"),
+    ]
+    saved = [(module, attr, getattr(module, attr)) for module, attr, _ in patches]
+    for module, attr, name in patches:
+        setattr(module, attr, timed_as(name, getattr(module, attr)))
+    json = 0.0
+    rest: list[float] = []
+    try:
+        with Session("breakdown", store="memory:", policy=policy) as session:
+            for body in request_bodies(conversation):
+                round_trip = best_round_trip(orjson.dumps(body))
+                json += round_trip
+                new_before = spent.get("new results", 0.0)
+                start = time.perf_counter()
+                session.manage(body, "anthropic")
+                took = time.perf_counter() - start
+                rest.append((took - (spent.get("new results", 0.0) - new_before)) / round_trip)
+    finally:
+        for module, attr, fn in saved:
+            setattr(module, attr, fn)
+    spent["budget"] = spent.get("budget", 0.0) - spent.get("new results", 0.0)
+    out = {name: value / json for name, value in spent.items()}
+    rest.sort()
+    out["p95_rest"] = rest[min(len(rest) - 1, int(0.95 * len(rest)))]
+    return out
+
+
+def warm_up(policy: Policy) -> None:
+    """Manage an unrelated body, so imports and compiled patterns are warm before any timing."""
+    with Session("unrelated", store="memory:", policy=policy) as other:
+        other.manage(
+            {"model": MODEL, "max_tokens": 10, "messages": [{"role": "user", "content": "x " * 5000}]},
+            "anthropic",
+        )
+
+
+def fresh_manage(sid: str, store: str, policy: Policy, body: dict[str, Any]) -> tuple[float, bytes]:
+    """A cold session of the same id and store managing ``body``: seconds, and the bytes it sent."""
+    warm_up(policy)
+    best = float("inf")
+    out = b""
+    for _ in range(3):
+        with Session(sid, store=store, policy=policy) as session:
+            gc.disable()
+            start = time.perf_counter()
+            managed = session.manage(body, "anthropic")
+            best = min(best, time.perf_counter() - start)
+            gc.enable()
+            out = orjson.dumps(managed.body)
+    return best, out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--sessions", type=int, default=10)
+    parser.add_argument("--turns", type=int, nargs="*", default=[500, 2000])
+    parser.add_argument("--no-headroom", action="store_true")
+    parser.add_argument("--headroom-every", type=int, default=10)
+    parser.add_argument("--per-request", action="store_true", help="print every request's ratio")
+    parser.add_argument("--breakdown", action="store_true", help="also time the pipeline's parts")
+    parser.add_argument("--out", default=str(REPO / "bench" / "results" / "loop.json"))
+    args = parser.parse_args()
+    require_trajectories()
+    compress = None if args.no_headroom else headroom_compress()
+    if compress is not None:
+        compress([{"role": "user", "content": "warm up"}])  # loads its models, not timed
+    policy = Policy()
+    convs = conversations()
+    warm_up(policy)
+
+    def size(item: tuple[str, Conversation]) -> tuple[int, int]:
+        c = item[1]
+        return sum(1 for _ in requests_of(c)), len(orjson.dumps(to_request(c, "anthropic")))
+
+    longest = sorted(convs, key=size, reverse=True)[: args.sessions]
+    cases = [(name, conversation, 1) for name, conversation in longest]
+    base_name, base = longest[0]
+    cases += [
+        (f"synthetic {t} turns ({base_name})", synthetic(base, t), args.headroom_every) for t in args.turns
+    ]
+    rows = []
+    print(
+        f"{'session':<62} {'reqs':>5} {'MB':>5} {'loop':>6} {'p95':>6} {'p95L':>6} {'fresh':>6} "
+        f"{'fresh ms':>8} {'same':>5} {'hr/ours':>8}"
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, conversation, every in cases:
+            row = run_loop(name, conversation, f"dir:{tmp}", policy, compress, every, args.per_request)
+            rows.append(row)
+            hr = f"{row['headroom_over_manage']:>8.1f}" if "headroom_over_manage" in row else f"{'-':>8}"
+            print(
+                f"{name[-62:]:<62} {row['requests']:>5} {row['last_bytes'] / 1e6:>5.2f} "
+                f"{row['loop_ratio']:>6.2f} {row['p95_ratio']:>6.2f} {row['p95_ratio_large'] or 0:>6.2f} "
+                f"{row['fresh_ratio']:>6.2f} "
+                f"{row['fresh_ms']:>8.2f} {row['fresh_same_bytes']!s:>5} {hr}",
+                flush=True,
+            )
+            if args.breakdown:
+                row["breakdown"] = breakdown(conversation, policy)
+                print("  parts: " + "  ".join(f"{k} {v:.2f}x" for k, v in row["breakdown"].items()))
+    summary = {
+        "headroom": compress is not None,
+        "worst_loop_ratio": max(r["loop_ratio"] for r in rows),
+        "worst_p95_ratio": max(r["p95_ratio"] for r in rows),
+        "worst_fresh_ratio": max(r["fresh_ratio"] for r in rows),
+        "all_fresh_same_bytes": all(r["fresh_same_bytes"] for r in rows),
+    }
+    if compress is not None:
+        summary["least_headroom_over_manage"] = min(r["headroom_over_manage"] for r in rows)
+    for key, value in summary.items():
+        print(f"{key:<28} {value:.2f}" if isinstance(value, float) else f"{key:<28} {value}")
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_bytes(orjson.dumps({"summary": summary, "rows": rows}, option=orjson.OPT_INDENT_2))
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
