@@ -86,7 +86,6 @@ class Archive:
         :class:`StoreError` when it can no longer be counted on; an archive that
         checks its keys before each request notes it here.
         """
-        return None
 
     memo: dict[tuple[str, int, bool, bool, bool, str | None], Preview]
     """Previews already made, by key, limit and how they were made: a warm session reuses them."""
