@@ -24,7 +24,7 @@ from typing import Any, NoReturn, TypeVar
 import click
 
 from . import wire
-from .cli_input import Input, dump, read_bodies
+from .cli_input import Input, dump, read_bodies, rewritten
 from .convert import to_request
 from .errors import InputError, NotFoundError, ToolbudgetError
 from .jsonio import dumps
@@ -177,7 +177,7 @@ def repair(source: str, api: str | None, out: str | None, report: str | None, cl
         before = check_request(request)
         fixed, repairs = repair_request(request, close_pending=close_pending)
         remaining = check_request(fixed) if repairs else []
-        written.append(item.raw if fixed is request else dump(wire.render(fixed), exact=item.exact))
+        written.append(item.raw if fixed is request else rewritten(item, wire.render(fixed)))
         prefix = f"line {item.line}: " if item.line is not None else ""
         for done in repairs:
             click.echo(f"{prefix}repaired: {done}", err=True)
@@ -284,7 +284,7 @@ def compact(
         with Session(session, store=store_url, policy=policy) as live:
             managed = live.manage(item.body if item.exact else item.raw, api)
         body = managed.body
-        written.append(body if isinstance(body, bytes) else dump(body, exact=item.exact))
+        written.append(body if isinstance(body, bytes) else dump(body))
         r = managed.report
         reports.append({**({"line": item.line} if item.line is not None else {}), **r.as_dict()})
         _compact_summary(r, f"line {item.line}: " if item.line is not None else "")

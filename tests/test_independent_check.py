@@ -1,0 +1,61 @@
+"""Scenarios built outside the code's own tests: what a new user meets first.
+
+Each test here failed on the code as it was, and names the behaviour the
+README promises that it checks.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from typing import Any
+
+import orjson
+
+# A body whose assistant turn has a call with no result, so `repair` must change it, and
+# whose numbers are spelled in ways a JSON round trip would not keep, with `tools` first.
+ODD_NUMBERS = (
+    b'{"model":"m","max_tokens":10,"tools":[{"name":"x","input_schema":{"type":"object"}}],'
+    b'"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":[{"type":"tool_use",'
+    b'"id":"t1","name":"x","input":{"b":1.50,"c":-0.0,"z":1E5,"n":-0,'
+    b'"big":123456789012345678901234567890}}]},{"role":"user","content":"next"}]}'
+)
+
+
+def cli(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        [sys.executable, "-m", "toolbudget.cli", *args],
+        input=stdin,
+        capture_output=True,
+        check=False,
+        env={**os.environ, "PYTHONWARNINGS": "ignore"},
+    )
+
+
+def call_input(body: bytes) -> bytes:
+    """The bytes of the tool call's ``input`` object, as written in ``body``."""
+    start = body.index(b'"input":{"b"') + len(b'"input":')
+    return body[start : body.index(b"}", start) + 1]
+
+
+def test_cli_repair_keeps_number_literals_and_field_order() -> None:
+    done = cli("repair", "--api", "anthropic", "-", stdin=ODD_NUMBERS)
+    assert done.returncode == 0, done.stderr
+    assert b"synthesized_result" in done.stderr
+    out = done.stdout
+    assert call_input(out) == call_input(ODD_NUMBERS)
+    assert list(orjson.loads(out)) == ["model", "max_tokens", "tools", "messages"]
+
+
+def test_cli_repair_and_compact_take_a_huge_number_beside_a_long_integer(tmp_path: Any) -> None:
+    # 1e400 sends the body through the standard library's reader; an integer past 64 bits
+    # then sends the output through the standard library's writer too.
+    raw = ODD_NUMBERS.replace(b'"z":1E5', b'"z":1e400')
+    for args in (
+        ("repair", "--api", "anthropic", "-"),
+        ("compact", "--api", "anthropic", "--store", f"dir:{tmp_path}", "-"),
+    ):
+        done = cli(*args, stdin=raw)
+        assert done.returncode == 0, (args, done.stderr)
+        assert call_input(done.stdout) == call_input(raw), args
