@@ -59,3 +59,58 @@ def test_cli_repair_and_compact_take_a_huge_number_beside_a_long_integer(tmp_pat
         done = cli(*args, stdin=raw)
         assert done.returncode == 0, (args, done.stderr)
         assert call_input(done.stdout) == call_input(raw), args
+
+
+def test_a_history_given_in_extra_body_is_managed_too() -> None:
+    # The SDK lays extra_body over the named arguments, so this history is what would be sent.
+    import json
+
+    import anthropic
+    import httpx2
+
+    from toolbudget import Session, wrap
+
+    sent: list[dict[str, Any]] = []
+
+    def upstream(request: httpx2.Request) -> httpx2.Response:
+        sent.append(json.loads(request.content))
+        answer = {"type": "text", "text": "ok"}
+        usage = {"input_tokens": 1, "output_tokens": 1}
+        return httpx2.Response(
+            200,
+            json={
+                "id": "m",
+                "type": "message",
+                "role": "assistant",
+                "model": "x",
+                "content": [answer],
+                "stop_reason": "end_turn",
+                "stop_sequence": None,
+                "usage": usage,
+            },
+        )
+
+    broken = [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "a", "name": "Bash", "input": {}}]},
+        {"role": "user", "content": "what happened?"},
+    ]
+    http = httpx2.Client(transport=httpx2.MockTransport(upstream))
+    raw = anthropic.Anthropic(api_key="k", base_url="http://upstream", http_client=http, max_retries=0)
+    with Session("extra-body", store="memory:") as session:
+        client = wrap(raw, session=session)
+        client.messages.create(
+            model="x",
+            max_tokens=10,
+            messages=[{"role": "user", "content": "placeholder"}],
+            tools=[{"name": "Bash", "input_schema": {"type": "object"}}],
+            extra_body={"messages": broken, "metadata": {"user_id": "u"}},
+        )
+    body = sent[-1]
+    assert body["metadata"] == {"user_id": "u"}
+    assert [m["role"] for m in body["messages"]] == ["user", "assistant", "user"]
+    content = body["messages"][2]["content"]
+    assert isinstance(content, list), content  # the call's result was synthesized first
+    first = content[0]
+    assert first["type"] == "tool_result" and first["tool_use_id"] == "a" and first["is_error"] is True
+    assert broken[2] == {"role": "user", "content": "what happened?"}  # the caller's history is untouched
