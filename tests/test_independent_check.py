@@ -114,3 +114,20 @@ def test_a_history_given_in_extra_body_is_managed_too() -> None:
     first = content[0]
     assert first["type"] == "tool_result" and first["tool_use_id"] == "a" and first["is_error"] is True
     assert broken[2] == {"role": "user", "content": "what happened?"}  # the caller's history is untouched
+
+
+def test_usage_errors_are_one_line_with_status_2() -> None:
+    for args in (
+        ("validate", "--bogus"),
+        ("repair", "--api", "nope", "-"),
+        ("convert",),
+        ("convert", "x.json", "--to", "anthropic", "--max-tokens", "many"),
+        ("no-such-command",),
+    ):
+        done = cli(*args, stdin=b"{}")
+        assert done.returncode == 2, args
+        lines = done.stderr.decode().strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("toolbudget: error: "), (args, lines)
+    assert cli("--version").returncode == 0
+    helped = cli("validate", "--help")
+    assert helped.returncode == 0 and b"Usage:" in helped.stdout

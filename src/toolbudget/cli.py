@@ -116,7 +116,35 @@ def write_output(data: bytes, out: str | None) -> None:
         Path(out).write_bytes(data)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class OneLineGroup(click.Group):
+    """Click's own usage errors (an unknown option, a missing argument) as one line, status 2.
+
+    Click would print the usage, a hint and the error on four lines; every
+    other error of the command line is one ``toolbudget: error:`` line, and a
+    script reading stderr should not have to tell them apart.
+    """
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        kwargs["standalone_mode"] = False
+        try:
+            status = super().main(*args, **kwargs)
+        except click.exceptions.NoArgsIsHelpError as exc:  # no command at all: the help it asks for
+            exc.show()
+            sys.exit(exc.exit_code)
+        except click.UsageError as exc:
+            hint = f"; see '{exc.ctx.command_path} --help'" if exc.ctx is not None else ""
+            click.echo(f"toolbudget: error: {exc.format_message().rstrip('.')}{hint}", err=True)
+            sys.exit(exc.exit_code)
+        except click.ClickException as exc:
+            exc.show()
+            sys.exit(exc.exit_code)
+        except click.Abort:
+            click.echo("Aborted!", err=True)
+            sys.exit(1)
+        sys.exit(status if isinstance(status, int) else 0)
+
+
+@click.group(cls=OneLineGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="toolbudget")
 def main() -> None:
     """Keep an agent's tool-call history valid and inside its context budget."""
