@@ -131,3 +131,35 @@ def test_usage_errors_are_one_line_with_status_2() -> None:
     assert cli("--version").returncode == 0
     helped = cli("validate", "--help")
     assert helped.returncode == 0 and b"Usage:" in helped.stdout
+
+
+def test_a_reader_gone_mid_write_of_a_large_output_gives_status_141(tmp_path: Any) -> None:
+    # Far more than a pipe holds, written at once: the reader leaves while the write waits.
+    doc = [
+        {
+            "task_id": task,
+            "trial": 0,
+            "reward": 1.0,
+            "traj": [
+                {"role": "system", "content": "You are an airline agent."},
+                {"role": "user", "content": "x" * 400_000},
+                {"role": "assistant", "content": "Done."},
+            ],
+        }
+        for task in range(3)
+    ]
+    path = tmp_path / "tau.json"
+    path.write_bytes(orjson.dumps(doc))
+    with subprocess.Popen(
+        [sys.executable, "-m", "toolbudget.cli", "convert", str(path), "--to", "openai-chat", "--all"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "PYTHONWARNINGS": "ignore"},
+    ) as writer:
+        assert writer.stdout is not None and writer.stderr is not None
+        assert writer.stdout.read(10) == b'{"messages'
+        writer.stdout.close()  # the reader goes away, as `| head -c 10` does
+        err = writer.stderr.read()
+        status = writer.wait(timeout=120)
+    assert status == 141, err
+    assert err == b""

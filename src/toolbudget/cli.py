@@ -106,12 +106,25 @@ def read_input(source: str) -> bytes:
     return path.read_bytes()
 
 
+def emit(data: bytes) -> None:
+    """Write all of ``data`` to stdout.
+
+    A pipe whose reader goes away mid-write takes only part of a large write,
+    and the buffered writer returns that count instead of raising; writing on
+    is what raises the ``BrokenPipeError`` that ends the command with status
+    141, instead of exit 0 with the output silently cut short.
+    """
+    stream = sys.stdout.buffer
+    view = memoryview(data)
+    while view:
+        written = stream.write(view)
+        view = view[len(view) if written is None else written :]
+    stream.flush()
+
+
 def write_output(data: bytes, out: str | None) -> None:
     if out is None or out == "-":
-        sys.stdout.buffer.write(data)
-        if not data.endswith(b"\n"):
-            sys.stdout.buffer.write(b"\n")
-        sys.stdout.buffer.flush()
+        emit(data if data.endswith(b"\n") else data + b"\n")
     else:
         Path(out).write_bytes(data)
 
@@ -376,8 +389,7 @@ def recall(
     with Session(session, store=store_url, policy=policy) as live:
         try:
             if lines is None and pattern is None:
-                sys.stdout.buffer.write(live.original(key).encode("utf-8", "surrogatepass"))
-                sys.stdout.buffer.flush()
+                emit(live.original(key).encode("utf-8", "surrogatepass"))
                 return
             query = parse_query({"key": key, "lines": lines, "grep": pattern})
             click.echo(live.recall(query.key, lines=query.lines, grep=query.grep, max_chars=max_chars))
