@@ -163,3 +163,15 @@ def test_a_reader_gone_mid_write_of_a_large_output_gives_status_141(tmp_path: An
         status = writer.wait(timeout=120)
     assert status == 141, err
     assert err == b""
+
+
+def test_a_long_command_keeps_the_file_name_it_reads() -> None:
+    from toolbudget.compaction import key_argument
+    from toolbudget.model import ToolCall
+
+    path = "/home/user/projects/some-very-long-project-name/src/pkg/sub/module/a_rather_long_module_name.py"
+    for command in (f"cat {path}", f"sed -n 1,200p {path} | head -50"):
+        shown = key_argument(ToolCall("b", "Bash", {"command": command}))
+        assert len(shown) <= 80 and "…" in shown, shown
+        assert "/a_rather_long_module_name.py" in shown, shown
+        assert shown.startswith(command.split("/", 1)[0]), shown

@@ -628,7 +628,15 @@ def _short(text: str, room: int = 80) -> str:
             tail = one[cut:]
             return one[: keep - len(tail)] + "…" + tail
     tail_room = keep // 3
-    return one[: keep - tail_room] + "…" + one[len(one) - tail_room :]
+    start = len(one) - tail_room
+    # A cut inside a path's file name moves back to the folder before it (``cat /a/…/name.py``),
+    # while the head keeps at least a third of the room.
+    word_end = one.find(" ", start)
+    word_end = len(one) if word_end < 0 else word_end
+    slash = one.rfind("/", one.rfind(" ", 0, start) + 1, word_end)
+    if 0 <= slash < start and word_end - slash < keep - keep // 3:
+        start = slash
+    return one[: keep - (len(one) - start)] + "…" + one[start:]
 
 
 def exit_status(text: str, tool: str | None, *, is_error: bool = False) -> str | None:
