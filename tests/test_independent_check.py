@@ -175,3 +175,37 @@ def test_a_long_command_keeps_the_file_name_it_reads() -> None:
         assert len(shown) <= 80 and "…" in shown, shown
         assert "/a_rather_long_module_name.py" in shown, shown
         assert shown.startswith(command.split("/", 1)[0]), shown
+
+
+def test_the_sdks_lowest_level_request_to_a_conversation_endpoint_is_refused() -> None:
+    import anthropic
+    import httpx2
+    import pytest
+    from anthropic._models import FinalRequestOptions
+
+    from toolbudget import Session, UnsupportedClient, wrap
+
+    sent: list[bytes] = []
+
+    def upstream(request: httpx2.Request) -> httpx2.Response:
+        sent.append(request.content)
+        return httpx2.Response(200, json={"data": [], "has_more": False})
+
+    http = httpx2.Client(transport=httpx2.MockTransport(upstream))
+    raw = anthropic.Anthropic(api_key="k", base_url="http://upstream", http_client=http, max_retries=0)
+    history = [{"role": "user", "content": "go"}]
+    with Session("low-level", store="memory:") as session:
+        client = wrap(raw, session=session)
+        for url, body in (
+            ("/v1/messages", {"model": "x", "max_tokens": 5, "messages": history}),
+            ("/v1/messages/batches", {"requests": [{"custom_id": "1", "params": {"messages": history}}]}),
+        ):
+            options = FinalRequestOptions.construct(method="post", url=url, json_data=body)
+            with pytest.raises(UnsupportedClient):
+                client.request(object, options)
+            with pytest.raises(UnsupportedClient):
+                client.post(url, body=body, cast_to=object)
+        assert sent == []
+        listing = FinalRequestOptions.construct(method="get", url="/v1/models")
+        client.request(object, listing)  # anything else is the SDK's own
+        assert sent == [b""]
