@@ -209,3 +209,15 @@ def test_the_sdks_lowest_level_request_to_a_conversation_endpoint_is_refused() -
         listing = FinalRequestOptions.construct(method="get", url="/v1/models")
         client.request(object, listing)  # anything else is the SDK's own
         assert sent == [b""]
+
+
+def test_an_editor_tools_summary_names_the_file_not_only_its_verb() -> None:
+    from toolbudget.compaction import summarize
+    from toolbudget.model import ToolCall
+
+    path = "/workspace/ponylang__ponyc__0.1/src/libponyc/expr/match.c"
+    text = "".join(f"{n:6}\tline {n} of the file\n" for n in range(1, 400))
+    for tool in ("str_replace_editor", "str_replace_based_edit_tool"):
+        call = ToolCall("e", tool, {"command": "view", "path": path, "view_range": [1, 400]})
+        detail = summarize(tool, call, text).detail
+        assert detail.startswith(f"{tool} `view /workspace/") and "/match.c`" in detail, detail

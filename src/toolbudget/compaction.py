@@ -571,7 +571,15 @@ def _views(command: str) -> bool:
 
 
 def key_argument(call: ToolCall | None) -> str:
-    """The argument that says what a call did: its command, path or pattern, shortened."""
+    """The argument that says what a call did: its command, path or pattern, shortened.
+
+    An editor tool's ``command`` is only its verb (``view``, ``str_replace``):
+    the file it worked on goes with it, or every view would read alike.
+    """
+    if call is not None and call.name in _EDITORS and isinstance(call.arguments, dict):
+        verb, path = call.arguments.get("command"), call.arguments.get("path")
+        if isinstance(path, str) and path.strip():
+            return _short(f"{verb} {path}" if isinstance(verb, str) and verb.strip() else path)
     return _short(_argument(call))
 
 
