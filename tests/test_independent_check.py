@@ -221,3 +221,30 @@ def test_an_editor_tools_summary_names_the_file_not_only_its_verb() -> None:
         call = ToolCall("e", tool, {"command": "view", "path": path, "view_range": [1, 400]})
         detail = summarize(tool, call, text).detail
         assert detail.startswith(f"{tool} `view /workspace/") and "/match.c`" in detail, detail
+
+
+PYTEST_RUN = (
+    "============================= test session starts ==============================\n"
+    "collected 42 items\n\n"
+    "tests/test_api.py " + "." * 40 + "FF\n\n"
+    "=================================== FAILURES ===================================\n"
+    "___ test_login ___\n\n    def test_login():\n>       assert resp.status == 200\n"
+    "E       AssertionError: expected 200\n\ntests/test_api.py:12: AssertionError\n"
+    + "".join(f"captured log line {n}\n" for n in range(150))
+    + "=========================== short test summary info ============================\n"
+    "FAILED tests/test_api.py::test_login - AssertionError: expected 200\n"
+    "========================= 2 failed, 40 passed in 3.21s =========================\n"
+)
+
+
+def test_a_test_run_in_codex_json_output_keeps_its_error_lines() -> None:
+    from toolbudget.compaction import summarize
+    from toolbudget.model import ToolCall
+
+    call = ToolCall("c", "shell", {"command": ["bash", "-lc", "pytest -q"]})
+    plain = summarize("shell", call, "Exit code: 1\nWall time: 3.3 seconds\nOutput:\n" + PYTEST_RUN)
+    enveloped = orjson.dumps({"output": PYTEST_RUN, "metadata": {"exit_code": 1, "duration_seconds": 3.3}})
+    wrapped = summarize("shell", call, enveloped.decode())
+    assert "exit 1" in wrapped.detail
+    assert "FAILED tests/test_api.py::test_login - AssertionError: expected 200" in wrapped.errors
+    assert wrapped.errors == plain.errors

@@ -530,9 +530,27 @@ def summarize(tool: str | None, call: ToolCall | None, text: str, *, is_error: b
     """
     kind = result_kind(tool, call, text, is_error=is_error)
     status = exit_status(text, tool, is_error=is_error)
-    keep = is_error or (tool in EXEC_TOOLS and kind in _LOG_KINDS and not _views(_argument(call)))
-    errors = tuple(error_lines(text, headline=is_error)) if keep else ()
+    output = _command_output(tool, text)
+    shown = kind if output is text else result_kind(tool, call, output, is_error=is_error)
+    keep = is_error or (tool in EXEC_TOOLS and shown in _LOG_KINDS and not _views(_argument(call)))
+    errors = tuple(error_lines(output, headline=is_error)) if keep else ()
     return Summary(summary_detail(tool, call, text, status, kind=kind, is_error=is_error), errors)
+
+
+def _command_output(tool: str | None, text: str) -> str:
+    """What a command printed: the ``output`` of Codex's JSON envelope, else ``text`` itself.
+
+    Codex's shell results are ``{"output": ..., "metadata": {"exit_code": ...}}``;
+    a test run inside one is still a test run, whose error lines are kept.
+    """
+    if tool not in EXEC_TOOLS or not text.startswith('{"output":'):
+        return text
+    try:
+        value = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return text
+    output = value.get("output") if isinstance(value, dict) else None
+    return output if isinstance(output, str) else text
 
 
 def _argument(call: ToolCall | None) -> str:
