@@ -248,3 +248,14 @@ def test_a_test_run_in_codex_json_output_keeps_its_error_lines() -> None:
     assert "exit 1" in wrapped.detail
     assert "FAILED tests/test_api.py::test_login - AssertionError: expected 200" in wrapped.errors
     assert wrapped.errors == plain.errors
+
+
+def test_python_dash_m_toolbudget_runs_the_command_line() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "toolbudget", "validate", "--api", "anthropic", "-"],
+        input=b'{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"hi"}]}',
+        capture_output=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.strip() == b"valid for anthropic"
