@@ -24,7 +24,7 @@ from typing import Any, NoReturn, TypeVar
 import click
 
 from . import wire
-from .cli_input import Input, dump, read_bodies
+from .cli_input import Input, dump, read_bodies, rewritten
 from .convert import to_request
 from .errors import InputError, NotFoundError, ToolbudgetError
 from .jsonio import dumps
@@ -106,17 +106,58 @@ def read_input(source: str) -> bytes:
     return path.read_bytes()
 
 
+def emit(data: bytes) -> None:
+    """Write all of ``data`` to stdout.
+
+    A pipe whose reader goes away mid-write takes only part of a large write,
+    and the buffered writer returns that count instead of raising; writing on
+    is what raises the ``BrokenPipeError`` that ends the command with status
+    141, instead of exit 0 with the output silently cut short.
+    """
+    stream = sys.stdout.buffer
+    view = memoryview(data)
+    while view:
+        written = stream.write(view)
+        view = view[len(view) if written is None else written :]
+    stream.flush()
+
+
 def write_output(data: bytes, out: str | None) -> None:
     if out is None or out == "-":
-        sys.stdout.buffer.write(data)
-        if not data.endswith(b"\n"):
-            sys.stdout.buffer.write(b"\n")
-        sys.stdout.buffer.flush()
+        emit(data if data.endswith(b"\n") else data + b"\n")
     else:
         Path(out).write_bytes(data)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class OneLineGroup(click.Group):
+    """Click's own usage errors (an unknown option, a missing argument) as one line, status 2.
+
+    Click would print the usage, a hint and the error on four lines; every
+    other error of the command line is one ``toolbudget: error:`` line, and a
+    script reading stderr should not have to tell them apart.
+    """
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        kwargs["standalone_mode"] = False
+        try:
+            status = super().main(*args, **kwargs)
+        except click.exceptions.NoArgsIsHelpError as exc:  # no command at all: the help it asks for
+            exc.show()
+            sys.exit(exc.exit_code)
+        except click.UsageError as exc:
+            hint = f"; see '{exc.ctx.command_path} --help'" if exc.ctx is not None else ""
+            click.echo(f"toolbudget: error: {exc.format_message().rstrip('.')}{hint}", err=True)
+            sys.exit(exc.exit_code)
+        except click.ClickException as exc:
+            exc.show()
+            sys.exit(exc.exit_code)
+        except click.Abort:
+            click.echo("Aborted!", err=True)
+            sys.exit(1)
+        sys.exit(status if isinstance(status, int) else 0)
+
+
+@click.group(cls=OneLineGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="toolbudget")
 def main() -> None:
     """Keep an agent's tool-call history valid and inside its context budget."""
@@ -177,7 +218,7 @@ def repair(source: str, api: str | None, out: str | None, report: str | None, cl
         before = check_request(request)
         fixed, repairs = repair_request(request, close_pending=close_pending)
         remaining = check_request(fixed) if repairs else []
-        written.append(item.raw if fixed is request else dump(wire.render(fixed), exact=item.exact))
+        written.append(item.raw if fixed is request else rewritten(item, wire.render(fixed)))
         prefix = f"line {item.line}: " if item.line is not None else ""
         for done in repairs:
             click.echo(f"{prefix}repaired: {done}", err=True)
@@ -284,7 +325,7 @@ def compact(
         with Session(session, store=store_url, policy=policy) as live:
             managed = live.manage(item.body if item.exact else item.raw, api)
         body = managed.body
-        written.append(body if isinstance(body, bytes) else dump(body, exact=item.exact))
+        written.append(body if isinstance(body, bytes) else dump(body))
         r = managed.report
         reports.append({**({"line": item.line} if item.line is not None else {}), **r.as_dict()})
         _compact_summary(r, f"line {item.line}: " if item.line is not None else "")
@@ -354,8 +395,7 @@ def recall(
     with Session(session, store=store_url, policy=policy) as live:
         try:
             if lines is None and pattern is None:
-                sys.stdout.buffer.write(live.original(key).encode("utf-8", "surrogatepass"))
-                sys.stdout.buffer.flush()
+                emit(live.original(key).encode("utf-8", "surrogatepass"))
                 return
             query = parse_query({"key": key, "lines": lines, "grep": pattern})
             click.echo(live.recall(query.key, lines=query.lines, grep=query.grep, max_chars=max_chars))

@@ -27,10 +27,10 @@ from typing import Any
 import orjson
 
 from .errors import EncodingError, InputError, InvalidJSON
+from .jsonio import ExactFloat, ExactInt, in_order_of, loads, loads_exact, to_body, with_literals
 from .jsonio import dumps as strict_dumps
-from .jsonio import loads, to_body
 
-__all__ = ["Input", "dump", "read_bodies"]
+__all__ = ["Input", "dump", "read_bodies", "rewritten"]
 
 BOM = b"\xef\xbb\xbf"
 
@@ -39,31 +39,27 @@ _MAX_DIGITS = 4000
 """Beyond this many digits a number stays infinite inside (Python will not print longer integers)."""
 
 
-class BigNumber(int):
+class BigNumber(ExactInt):
     """A number past a double's range (``1e400``), kept exact, with its own text for output.
 
     Such a literal is an integer (its exponent outgrows any fraction), so it is
-    held as one: the library's pipeline measures and writes it like any big
-    integer, and :func:`dump` writes its original text.
+    held as one: the library's pipeline measures it like any big integer, and,
+    being a kept literal (:class:`~toolbudget.jsonio.ExactInt`), every writer of
+    :mod:`toolbudget.jsonio` writes its original text, whichever JSON library
+    the rest of the body needs.
     """
 
-    text: str
-
     def __new__(cls, text: str, value: int) -> BigNumber:
-        number = super().__new__(cls, value)
-        number.text = text
+        number = int.__new__(cls, value)
+        number.literal = text
         return number
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (BigNumber, (self.literal, int(self)))
 
-class HugeNumber(float):
+
+class HugeNumber(ExactFloat):
     """A literal too long to hold exactly (``1e99999``): infinite inside, its own text for output."""
-
-    text: str
-
-    def __new__(cls, text: str) -> HugeNumber:
-        number = super().__new__(cls, text)
-        number.text = text
-        return number
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,10 +81,16 @@ class Input:
 def _float(text: str) -> Any:
     value = float(text)
     if not math.isinf(value):
-        return value
+        # Spelled otherwise than it would be written (``1E5``, ``1.50``): keep the spelling.
+        return value if orjson.dumps(value) == text.encode() else ExactFloat(text)
     exact = Decimal(text)
     exponent = exact.adjusted()
     return BigNumber(text, int(exact)) if exponent < _MAX_DIGITS else HugeNumber(text)
+
+
+def _int(text: str) -> int:
+    value = int(text)
+    return value if str(value) == text else ExactInt(text)  # ``-0``
 
 
 def _constant(text: str) -> Any:
@@ -122,7 +124,7 @@ def _one(data: bytes, what: str) -> tuple[Any, bool]:
         if "infinity" not in str(exc):
             raise
     try:
-        return json.loads(data, parse_float=_float, parse_constant=_constant), True
+        return json.loads(data, parse_float=_float, parse_int=_int, parse_constant=_constant), True
     except (ValueError, RecursionError) as exc:
         raise InvalidJSON(f"{what} is not valid JSON: {exc}") from None
 
@@ -162,17 +164,21 @@ def read_bodies(data: bytes, what: str) -> list[Input]:
     return [Input(to_body(value, what=what), data, None, exact)]
 
 
-def _literals(value: Any) -> Any:
-    """``value`` with each number read from a long literal replaced by that literal, for orjson."""
-    if isinstance(value, (BigNumber, HugeNumber)):
-        return orjson.Fragment(value.text.encode("ascii"))
-    if isinstance(value, dict):
-        return {k: _literals(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_literals(v) for v in value]
-    return value
+def dump(value: Any) -> bytes:
+    """``value`` as JSON; every number read from a kept literal is written as that literal."""
+    return strict_dumps(value)
 
 
-def dump(value: Any, *, exact: bool = False) -> bytes:
-    """``value`` as JSON; numbers read from literals past a double are written as those literals."""
-    return strict_dumps(_literals(value) if exact else value)
+def rewritten(item: Input, out: dict[str, Any]) -> bytes:
+    """The bytes of ``out``, a body built from ``item.body``, written as ``item`` was.
+
+    Its fields come in the input's order, and the numbers it carries over keep
+    the literal text they had in the input (``1E5``, ``1.50``, ``-0``), as the
+    library's :func:`~toolbudget.repair` does for a body given as bytes.
+    """
+    out = in_order_of(item.body, out)
+    if not item.exact:  # the standard library's reading already holds every literal
+        exact = loads_exact(item.raw)
+        if exact is not None:
+            out = with_literals(out, item.body, exact)
+    return dump(out)

@@ -822,9 +822,27 @@ def summarize(tool: str | None, call: ToolCall | None, text: str, *, is_error: b
     """
     kind = result_kind(tool, call, text, is_error=is_error)
     status = exit_status(text, tool, is_error=is_error)
-    keep = is_error or (tool in EXEC_TOOLS and kind in _LOG_KINDS and not _views(_argument(call)))
-    errors = tuple(error_lines(text, headline=is_error)) if keep else ()
+    output = _command_output(tool, text)
+    shown = kind if output is text else result_kind(tool, call, output, is_error=is_error)
+    keep = is_error or (tool in EXEC_TOOLS and shown in _LOG_KINDS and not _views(_argument(call)))
+    errors = tuple(error_lines(output, headline=is_error)) if keep else ()
     return Summary(summary_detail(tool, call, text, status, kind=kind, is_error=is_error), errors)
+
+
+def _command_output(tool: str | None, text: str) -> str:
+    """What a command printed: the ``output`` of Codex's JSON envelope, else ``text`` itself.
+
+    Codex's shell results are ``{"output": ..., "metadata": {"exit_code": ...}}``;
+    a test run inside one is still a test run, whose error lines are kept.
+    """
+    if tool not in EXEC_TOOLS or not text.startswith('{"output":'):
+        return text
+    try:
+        value = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return text
+    output = value.get("output") if isinstance(value, dict) else None
+    return output if isinstance(output, str) else text
 
 
 def _argument(call: ToolCall | None) -> str:
@@ -863,7 +881,15 @@ def _views(command: str) -> bool:
 
 
 def key_argument(call: ToolCall | None) -> str:
-    """The argument that says what a call did: its command, path or pattern, shortened."""
+    """The argument that says what a call did: its command, path or pattern, shortened.
+
+    An editor tool's ``command`` is only its verb (``view``, ``str_replace``):
+    the file it worked on goes with it, or every view would read alike.
+    """
+    if call is not None and call.name in _EDITORS and isinstance(call.arguments, dict):
+        verb, path = call.arguments.get("command"), call.arguments.get("path")
+        if isinstance(path, str) and path.strip():
+            return _short(f"{verb} {path}" if isinstance(verb, str) and verb.strip() else path)
     return _short(_argument(call))
 
 
@@ -920,7 +946,15 @@ def _short(text: str, room: int = 80) -> str:
             tail = one[cut:]
             return one[: keep - len(tail)] + "…" + tail
     tail_room = keep // 3
-    return one[: keep - tail_room] + "…" + one[len(one) - tail_room :]
+    start = len(one) - tail_room
+    # A cut inside a path's file name moves back to the folder before it (``cat /a/…/name.py``),
+    # while the head keeps at least a third of the room.
+    word_end = one.find(" ", start)
+    word_end = len(one) if word_end < 0 else word_end
+    slash = one.rfind("/", one.rfind(" ", 0, start) + 1, word_end)
+    if 0 <= slash < start and word_end - slash < keep - keep // 3:
+        start = slash
+    return one[: keep - (len(one) - start)] + "…" + one[start:]
 
 
 def exit_status(text: str, tool: str | None, *, is_error: bool = False) -> str | None:

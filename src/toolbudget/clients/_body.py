@@ -18,6 +18,12 @@ it goes to the SDK with the options. A field toolbudget did not change (the
 tools, say) is handed back as the caller's own object, so an SDK helper that
 keeps a Python type inside it (``openai.pydantic_function_tool``) still finds
 it; a list only extended at its end keeps the caller's items.
+
+``extra_body`` is part of the body: the SDK lays its fields over the named
+arguments, so a history given there (``extra_body={"messages": ...}``) would
+reach the provider unmanaged. Its fields are read into the body, over the
+named ones as the SDK would, and what toolbudget does not send as a named
+argument goes back in ``extra_body``.
 """
 
 from __future__ import annotations
@@ -118,4 +124,12 @@ def split(
             body[key] = plain(value)
             if key != history and isinstance(value, (list, tuple, dict)):
                 given[key] = (value, body[key])
+    extra = passed.get("extra_body")
+    if isinstance(extra, Mapping):
+        del passed["extra_body"]
+        for key, value in extra.items():
+            body[key] = plain(value)  # as the SDK would send it: over a named argument
+            given.pop(key, None)
+        named = frozenset(k for k in body if k not in extra or k in kwargs)
+        return CallArgs(body, passed, named, given)
     return CallArgs(body, passed, frozenset(body), given)

@@ -21,7 +21,14 @@ from ._resource import Namespace, Tree
 
 __all__ = ["AsyncClientProxy", "ClientProxy"]
 
-_LOW_LEVEL = ("/messages", "/count_tokens", "/chat/completions", "/responses", "/responses/compact")
+_LOW_LEVEL = (
+    "/messages",
+    "/count_tokens",
+    "/messages/batches",
+    "/chat/completions",
+    "/responses",
+    "/responses/compact",
+)
 
 
 class _Base(Namespace):
@@ -52,11 +59,22 @@ class _Base(Namespace):
         _refuse_low_level(path)
         return self._inner.post(path, *args, **kwargs)
 
+    def request(self, cast_to: Any, options: Any, *args: Any, **kwargs: Any) -> Any:
+        """The SDK's lowest-level call (what ``post`` itself uses), refused like ``post``."""
+        _refuse_request(options)
+        return self._inner.request(cast_to, options, *args, **kwargs)
+
     def _close_session(self) -> None:
         try:
             self._wrapping.close()
         except Exception as exc:
             warnings.warn(f"toolbudget: the session could not be closed: {exc}", RuntimeWarning, stacklevel=3)
+
+
+def _refuse_request(options: Any) -> None:
+    """A hand-built request's options (``FinalRequestOptions``): refused when they post to a conversation."""
+    if str(getattr(options, "method", "")).lower() == "post":
+        _refuse_low_level(getattr(options, "url", ""))
 
 
 def _refuse_low_level(path: Any) -> None:
@@ -96,6 +114,10 @@ class AsyncClientProxy(_Base):
     async def post(self, path: str, *args: Any, **kwargs: Any) -> Any:
         _refuse_low_level(path)
         return await self._inner.post(path, *args, **kwargs)
+
+    async def request(self, cast_to: Any, options: Any, *args: Any, **kwargs: Any) -> Any:
+        _refuse_request(options)
+        return await self._inner.request(cast_to, options, *args, **kwargs)
 
     async def close(self) -> None:
         try:
