@@ -24,6 +24,8 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
+import threading
+import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -268,6 +270,41 @@ class _SessionArchive(Archive):
         return None if data is None else data.decode("utf-8", "surrogatepass")
 
 
+class _Lease:
+    """What a session holds outside itself: its holder file, its store's worker, the store it opened.
+
+    Kept apart from the session so that a session dropped without ``close()``
+    still lets go of them when it is collected (or at exit): a long-lived
+    process would otherwise keep a thread and a holder for every session it
+    forgot, and no sweep could ever remove those archives.
+    """
+
+    def __init__(self) -> None:
+        self.dir_store: DirStore | None = None
+        self.session_id: str | None = None
+        self.holder: str | None = None
+        self.guard: StoreGuard | None = None
+        self.owned: Store | None = None
+
+    def end(self) -> None:
+        """Release everything; never raises."""
+        store, holder, session_id = self.dir_store, self.holder, self.session_id
+        self.holder = None
+        try:
+            if store is not None and holder is not None and session_id is not None:
+                store.release(session_id, holder)
+        except StoreError as exc:
+            _log.warning("toolbudget: %s", exc)
+        finally:
+            guard, self.guard = self.guard, None
+            if guard is not None:
+                guard.close()
+            owned, self.owned = self.owned, None
+            if owned is not None:
+                with contextlib.suppress(StoreError):
+                    owned.close()
+
+
 class Session:
     """One conversation's policy and archive. Use it as a context manager.
 
@@ -279,6 +316,9 @@ class Session:
     A store URL whose driver is not installed raises :class:`StoreConfigError`
     here; a store that is down is not the caller's mistake, and only costs the
     cuts their recall (each marker says so) until it is back.
+
+    Several threads may share a session: its requests are managed one at a
+    time, since each one checks and writes the keys its own markers name.
     """
 
     def __init__(
@@ -307,13 +347,14 @@ class Session:
         self.last_report: Report | None = None
         """The report of the last ``manage`` call."""
         self._store_error: StoreError | None = None
-        self._guard: StoreGuard | None = None
         self._deadline: Deadline | None = None
-        self._holder: str | None = None
+        self._lock = threading.RLock()
+        self._lease = _Lease()
+        self._release = weakref.finalize(self, self._lease.end)
         if isinstance(self._store_arg, str) or self._store_arg is None:
             try:
                 # A malformed URL fails here, not at the first cut.
-                self._store = open_store(self._store_arg)
+                self._store = self._lease.owned = open_store(self._store_arg)
             except StoreConfigError:
                 raise
             except StoreError as exc:
@@ -334,18 +375,27 @@ class Session:
             raise self._store_error
         if self._store is None:
             url = self._store_arg if isinstance(self._store_arg, str) else None
-            self._store = open_store(url)
+            self._store = self._lease.owned = open_store(url)
         return self._store
+
+    @property
+    def _guard(self) -> StoreGuard | None:
+        return self._lease.guard
+
+    @property
+    def _holder(self) -> str | None:
+        return self._lease.holder
 
     def _store_call(self, fn: Callable[..., Any], *args: Any) -> Any:
         """A store call bounded by this request's time; a store that hangs is skipped, not waited for."""
         store = self.store
         if isinstance(store, MemoryStore):
             return fn(*args)  # nothing to wait for
-        if self._guard is None:
-            self._guard = StoreGuard(store.url)
+        guard = self._lease.guard
+        if guard is None:
+            guard = self._lease.guard = StoreGuard(store.url)
         deadline = self._deadline or Deadline(self.policy.store_timeout)
-        return self._guard.call(deadline, fn, *args)
+        return guard.call(deadline, fn, *args)
 
     def _store_failed(self, exc: StoreError) -> None:
         _log.warning("toolbudget: %s", exc)
@@ -364,7 +414,9 @@ class Session:
             if isinstance(store, DirStore):
                 # Marks the archive in use, so no sweep or clean removes it under this session.
                 with contextlib.suppress(StoreError):
-                    self._holder = store.hold(self._id)
+                    holder = store.hold(self._id)
+                    self._lease.dir_store, self._lease.session_id = store, self._id
+                    self._lease.holder = holder
         elif isinstance(self._store, DirStore):
             self._store.renew(self._id, self._holder)
 
@@ -372,6 +424,10 @@ class Session:
 
     def manage(self, body: Any, api: str | None = None) -> Managed:
         """Repair and budget a request body; returns a new body (in the same form) and a report."""
+        with self._lock:
+            return self._manage(body, api)
+
+    def _manage(self, body: Any, api: str | None) -> Managed:
         parsed = to_body(body)
         name = wire.resolve_api(api) if api else wire.detect_api(parsed)
         cache = self._caches.get(name)
@@ -382,8 +438,8 @@ class Session:
 
     def manage_request(self, request: Request) -> tuple[Request, Report]:
         """The same pipeline on a parsed request."""
-        fixed, report = self._pipeline(request)
-        return fixed, report
+        with self._lock:
+            return self._pipeline(request)
 
     def _manage_request(self, body: Any, parsed: dict[str, Any], request: Request) -> Managed:
         last = self._last
@@ -569,21 +625,8 @@ class Session:
         if self._closed:
             return
         self._closed = True
-        store = self._store
-        if store is None:
-            return
-        try:
-            if self._holder is not None and isinstance(store, DirStore) and self._id is not None:
-                store.release(self._id, self._holder)
-        except StoreError as exc:
-            _log.warning("toolbudget: %s", exc)
-        finally:
-            self._holder = None
-            if self._guard is not None:
-                self._guard.close()
-            if not isinstance(self._store_arg, Store):
-                with contextlib.suppress(StoreError):
-                    store.close()
+        with self._lock:
+            self._release()
 
     def __enter__(self) -> Session:
         return self

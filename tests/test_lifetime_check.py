@@ -1,0 +1,106 @@
+"""Archive lifetime, store faults and markers, checked from outside the code they test.
+
+Each test here is a scenario a user meets: a big session on a busy machine,
+several threads sharing one session, sessions dropped without ``close()``, a
+holder on a shared root renewed less often than the TTL, the recall tool
+arriving midway through a conversation.
+"""
+
+from __future__ import annotations
+
+import gc
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import toolbudget.session as session_module
+from test_archive_lifetime import history, markers_of, outputs
+from toolbudget.policy import Policy
+from toolbudget.session import Session
+from toolbudget.store import DirStore
+
+POLICY = Policy(result_max_chars=2000, tool_caps={}, compaction="off")
+
+
+def _store_threads() -> int:
+    return sum(1 for thread in threading.enumerate() if thread.name == "toolbudget-store")
+
+
+# -- the store's time is the time spent waiting for it -----------------------------------------------
+
+
+def test_a_slow_request_of_its_own_does_not_use_up_the_store_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Cutting hundreds of results on a busy machine takes longer than the store bound.
+
+    That work is not the store's: a healthy store answers every call at once,
+    so every marker must name a key, however long the cutting took.
+    """
+    real_enforce = session_module.enforce  # type: ignore[attr-defined]
+
+    def slow_enforce(*args: Any, **kwargs: Any) -> Any:
+        time.sleep(0.4)  # the request's own work, as on a loaded machine
+        return real_enforce(*args, **kwargs)
+
+    monkeypatch.setattr(session_module, "enforce", slow_enforce)
+    policy = Policy(result_max_chars=2000, tool_caps={}, compaction="off", store_timeout=0.3)
+    texts = outputs(4)
+    with Session("busy", store=DirStore(tmp_path), policy=policy) as session:
+        managed = session.manage(history(texts), "anthropic")
+        assert managed.report.store_fallbacks == 0
+        found = markers_of(managed.body)
+        assert len(found) == 4
+        for key, _ in found:
+            assert key is not None
+            assert session.original(key) in texts
+
+
+# -- threads sharing one session ---------------------------------------------------------------------
+
+
+def test_threads_sharing_a_session_only_send_markers_the_store_holds(tmp_path: Path) -> None:
+    store = DirStore(tmp_path)
+    session = Session("threads", store=store, policy=POLICY)
+    problems: list[str] = []
+
+    def work(thread: int) -> None:
+        for n in range(6):
+            body = history(outputs(5, tag=f"t{thread}n{n}-"), task=f"task {thread}")
+            for key, _ in markers_of(session.manage(body, "anthropic").body):
+                if key is None:
+                    problems.append(f"thread {thread}: a cut could not be kept")
+                elif store.get("threads", key) is None:
+                    problems.append(f"thread {thread}: {key} is not in the store")
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    session.close()
+    assert problems == []
+
+
+# -- sessions dropped without close() ------------------------------------------------------------------
+
+
+def test_a_session_dropped_without_close_lets_go_of_its_holder_and_thread(tmp_path: Path) -> None:
+    before = _store_threads()
+    for n in range(5):
+        session = Session(f"forgotten-{n}", store=f"dir:{tmp_path}", policy=POLICY)
+        session.manage(history(outputs(2, tag=f"f{n}-")), "anthropic")
+        assert DirStore(tmp_path, sweep=False).live_holders(f"forgotten-{n}")
+        del session
+    gc.collect()
+    deadline = time.monotonic() + 10
+    while _store_threads() > before and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _store_threads() == before
+    store = DirStore(tmp_path, sweep=False)
+    for n in range(5):
+        assert store.live_holders(f"forgotten-{n}") == []
+        assert store.keys(f"forgotten-{n}")  # let go of, not removed
