@@ -9,6 +9,10 @@ arriving midway through a conversation.
 from __future__ import annotations
 
 import gc
+import os
+import shutil
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -104,3 +108,62 @@ def test_a_session_dropped_without_close_lets_go_of_its_holder_and_thread(tmp_pa
     for n in range(5):
         assert store.live_holders(f"forgotten-{n}") == []
         assert store.keys(f"forgotten-{n}")  # let go of, not removed
+
+
+# -- a reused pid does not keep a dead holder alive -----------------------------------------------------
+
+_DIES_HOLDING = """
+import os, sys
+from toolbudget.session import Session
+from toolbudget.policy import Policy
+body = {"model": "m", "max_tokens": 10, "messages": [
+    {"role": "user", "content": "go"},
+    {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "Bash", "input": {}}]},
+    {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "x" * 9000}]},
+]}
+session = Session("reused", store="dir:" + sys.argv[1], policy=Policy(result_max_chars=2000))
+session.manage(body, "anthropic")
+print(os.getpid(), flush=True)
+os._exit(0)  # no cleanup at all, as under kill -9
+"""
+
+_SWEEPS = """
+import os, sys, time
+from toolbudget.store import DirStore
+store = DirStore(sys.argv[1], ttl=5, clock=lambda: time.time() + 100, sweep=False)
+print(os.getpid(), store.sweep(), flush=True)
+"""
+
+
+def _in_new_pid_namespace(script: str, root: Path) -> list[str]:
+    """Run ``script`` as pid 1 of a new pid namespace: a container started again, same host name."""
+    unshare = shutil.which("unshare")
+    if unshare is None or os.geteuid() != 0:
+        pytest.skip("needs root and unshare(1) to make pid namespaces")
+    done = subprocess.run(
+        [unshare, "-p", "-f", "--mount-proc", sys.executable, "-c", script, str(root)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    if done.returncode != 0 and "unshare" in done.stderr:
+        pytest.skip(f"cannot make a pid namespace here: {done.stderr.strip()}")
+    assert done.returncode == 0, done.stderr
+    return done.stdout.split(maxsplit=1)
+
+
+def test_a_holder_left_by_a_dead_process_does_not_live_on_in_a_reused_pid(tmp_path: Path) -> None:
+    """A container restarted under the same host name runs its process as pid 1 again.
+
+    The holder the first run left names pid 1, which is alive again, but it is
+    another process: the archive is swept once its TTL has passed.
+    """
+    first = _in_new_pid_namespace(_DIES_HOLDING, tmp_path)
+    assert first[0] == "1"
+    holders = list((tmp_path / "toolbudget-reused" / "holders").iterdir())
+    assert len(holders) == 1  # left behind: its process never closed the session
+    second = _in_new_pid_namespace(_SWEEPS, tmp_path)
+    assert second[0] == "1"  # the same pid, alive, while the sweep looks
+    assert "toolbudget-reused" in second[1]
+    assert not (tmp_path / "toolbudget-reused").exists()

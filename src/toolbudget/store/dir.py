@@ -5,7 +5,7 @@ path and the agent's own read tool pages through it (ChatCLI's session
 workspace, Claude Code's ``tool-results``). The layout is::
 
     <root>/toolbudget-<session>/tool-results/<key>.txt
-    <root>/toolbudget-<session>/holders/<host>-<pid>-<token>
+    <root>/toolbudget-<session>/holders/<host>-<pid>-<start>-<token>
     <root>/toolbudget-<session>/used
 
 The default root is ``toolbudget/archives`` in the user's cache directory
@@ -23,7 +23,11 @@ agent's own transcript after the session that made them has ended. The sweep
 runs at most once an hour when a store is opened, and by ``toolbudget clean``;
 neither ever removes a directory with a live holder. A holder is live while
 its process runs (on this host) or, for a holder from another host, while it
-was renewed within the TTL.
+was renewed within the TTL. A process is known by its pid and its start (the
+boot and the start time the kernel gives it, where ``/proc`` tells them): a
+pid is reused, after a reboot or in a container restarted under the same host
+name, where pid 1 is always alive, and a holder naming only the pid would then
+keep its archive for ever.
 
 A write goes through a hidden ``.<random>.part`` temp file. A process killed
 in mid-write leaves that file behind, and nothing else would ever remove it,
@@ -154,7 +158,9 @@ class DirStore(Store):
         self._check_open()
         directory = self._session_dir(session)
         holders = os.path.join(directory, _HOLDERS)
-        name = f"{_host()}-{os.getpid()}-{secrets.token_hex(4)}"
+        pid = os.getpid()
+        start = _start_of(pid)
+        name = "-".join([_host(), str(pid), *([start] if start else []), secrets.token_hex(4)])
         try:
             self._private_dir(directory)
             self._private_dir(holders)
@@ -250,10 +256,9 @@ class DirStore(Store):
             if seen is None:
                 continue
             last = max(last, seen)
-            owner, _, rest = name.rpartition("-")[0].rpartition("-")
-            pid = int(rest) if rest.isdigit() else None
+            owner, pid, start = _holder_parts(name)
             # On this host a holder lives as long as its process; from elsewhere, while renewed.
-            alive = _pid_alive(pid) if owner == host and pid is not None else now - seen < self.ttl
+            alive = _runs(pid, start) if owner == host and pid is not None else now - seen < self.ttl
             if alive:
                 live.append(name)
             elif owner == host:
@@ -404,6 +409,51 @@ def _host() -> str:
     """This host's name, as a holder file name can carry it."""
     name = "".join(c if c.isalnum() or c in "._" else "_" for c in socket.gethostname())
     return name[:64] or "host"
+
+
+def _holder_parts(name: str) -> tuple[str, int | None, str | None]:
+    """The host, pid and start a holder's name carries (``host-pid-token`` has no start)."""
+    parts = name.split("-")
+    if len(parts) not in (3, 4) or not parts[1].isdigit():
+        return parts[0], None, None
+    return parts[0], int(parts[1]), parts[2] if len(parts) == 4 else None
+
+
+_BOOT: list[str] = []
+
+
+def _boot_id() -> str:
+    """This boot of the kernel, so that a start time is never compared across reboots."""
+    if not _BOOT:
+        try:
+            with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as handle:
+                _BOOT.append("".join(c for c in handle.read() if c.isalnum())[:12])
+        except (OSError, ValueError):
+            _BOOT.append("")
+    return _BOOT[0]
+
+
+def _start_of(pid: int) -> str | None:
+    """When process ``pid`` started, as ``<boot>.<clock ticks since boot>``; ``None`` without ``/proc``."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            stat_line = handle.read()
+        # The command name, in parentheses, may hold spaces and ")": fields follow the last ")".
+        ticks = stat_line[stat_line.rindex(b")") + 2 :].split()[19].decode("ascii")
+    except (OSError, ValueError, IndexError, UnicodeDecodeError):
+        return None
+    boot = _boot_id()
+    return f"{boot}.{ticks}" if boot and ticks.isdigit() else None
+
+
+def _runs(pid: int, start: str | None) -> bool:
+    """Whether the process a holder names still runs: its pid is alive and started when it did."""
+    if not _pid_alive(pid):
+        return False
+    if start is None:
+        return True  # a holder written where /proc is absent: the pid is all there is
+    now = _start_of(pid)
+    return now is None or now == start
 
 
 def _pid_alive(pid: int) -> bool:
