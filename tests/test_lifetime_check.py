@@ -167,3 +167,63 @@ def test_a_holder_left_by_a_dead_process_does_not_live_on_in_a_reused_pid(tmp_pa
     assert second[0] == "1"  # the same pid, alive, while the sweep looks
     assert "toolbudget-reused" in second[1]
     assert not (tmp_path / "toolbudget-reused").exists()
+
+
+# -- a sweep racing a session that starts on an expired archive -----------------------------------------
+
+
+class _RacedSweep(DirStore):
+    """A store whose sweep, right after it looked at a directory, lets ``racer`` run once.
+
+    That is the moment another process's session may hold the directory: the
+    look found it unheld and past its TTL, and the removal has not begun.
+    """
+
+    racer: Any = None
+
+    def _live(self, directory: str) -> tuple[list[str], float]:
+        seen = super()._live(directory)
+        racer, self.racer = self.racer, None
+        if racer is not None:
+            racer()
+        return seen
+
+
+def test_a_sweep_never_removes_a_holder_that_came_after_its_look(tmp_path: Path) -> None:
+    now = [time.time()]
+    old = DirStore(tmp_path, ttl=100, clock=lambda: now[0], sweep=False)
+    old.put("resumed", "0123456789abcdef0123456789abcdef", b"an old original")
+    now[0] += 1000  # nobody used it for ten TTLs
+    sweeper = _RacedSweep(tmp_path, ttl=100, clock=lambda: now[0], sweep=False)
+    session = DirStore(tmp_path, ttl=100, clock=lambda: now[0], sweep=False)
+    holder: list[str] = []
+    sweeper.racer = lambda: holder.append(session.hold("resumed"))
+    sweeper.sweep()
+    assert holder
+    assert session.live_holders("resumed") == holder
+    # Held: a later sweep, however late, leaves it alone while its process runs.
+    now[0] += 10_000
+    assert DirStore(tmp_path, ttl=100, clock=lambda: now[0], sweep=False).sweep() == []
+    session.put("resumed", "fedcba9876543210fedcba9876543210", b"a new original")
+    assert session.get("resumed", "fedcba9876543210fedcba9876543210") == b"a new original"
+
+
+def test_a_sweep_racing_a_first_write_leaves_the_holder_in_place(tmp_path: Path) -> None:
+    """The racing session holds and writes before the sweep has removed anything."""
+    now = [time.time()]
+    old = DirStore(tmp_path, ttl=100, clock=lambda: now[0], sweep=False)
+    old.put("resumed", "0123456789abcdef0123456789abcdef", b"an old original")
+    now[0] += 1000
+    sweeper = _RacedSweep(tmp_path, ttl=100, clock=lambda: now[0], sweep=False)
+    session = DirStore(tmp_path, ttl=100, clock=lambda: now[0], sweep=False)
+    key = "fedcba9876543210fedcba9876543210"
+    holder: list[str] = []
+
+    def hold_and_write() -> None:
+        holder.append(session.hold("resumed"))
+        session.put("resumed", key, b"a new original")
+
+    sweeper.racer = hold_and_write
+    sweeper.sweep()
+    assert session.live_holders("resumed") == holder
+    assert session.get("resumed", key) == b"a new original"

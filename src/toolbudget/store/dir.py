@@ -21,7 +21,9 @@ removes that file. A directory nobody holds is removed once it has not been
 used for the store's TTL (a week by default), because markers live on in the
 agent's own transcript after the session that made them has ended. The sweep
 runs at most once an hour when a store is opened, and by ``toolbudget clean``;
-neither ever removes a directory with a live holder. A holder is live while
+neither ever removes a directory with a live holder, not even one that came
+in after the sweep looked: a directory leaves its name (a rename) before it is
+looked at again and removed. A holder is live while
 its process runs (on this host) or, for a holder from another host, while it
 was renewed within the TTL. A process is known by its pid and its start (the
 boot and the start time the kernel gives it, where ``/proc`` tells them): a
@@ -65,6 +67,7 @@ _USED = "used"
 _SWEPT = ".swept"
 _SUFFIX = ".txt"
 _PREFIX = "toolbudget-"
+_REMOVING = ".toolbudget-removing-"
 SWEEP_EVERY = 3600.0
 """Seconds between automatic sweeps of a root."""
 RENEW_EVERY = 60.0
@@ -210,7 +213,7 @@ class DirStore(Store):
             raise StoreError(f"cannot list {self.root}: {_why(error)}") from error
         now = self._clock()
         for name in names:
-            if not name.startswith(_PREFIX):
+            if not name.startswith((_PREFIX, _REMOVING)):
                 continue
             directory = os.path.join(self.root, name)
             try:
@@ -218,9 +221,12 @@ class DirStore(Store):
                 if not stat.S_ISDIR(info.st_mode) or info.st_uid != _uid(info):
                     continue
                 live, last = self._live(directory)
-                if live or now - last < self.ttl:
+                if name.startswith(_REMOVING):
+                    if not live:  # left by a sweep that was killed halfway
+                        shutil.rmtree(directory)
                     continue
-                shutil.rmtree(directory)
+                if live or now - last < self.ttl or not self._remove(directory, now):
+                    continue
             except FileNotFoundError:
                 continue
             except OSError:
@@ -230,6 +236,46 @@ class DirStore(Store):
             Path(self.root, _SWEPT).touch(mode=0o600)
             os.utime(os.path.join(self.root, _SWEPT), (now, now))
         return removed
+
+    def _remove(self, directory: str, now: float) -> bool:
+        """Remove a session directory found unheld and unused, unless a session came in since.
+
+        Between that look and the removal another process may hold the
+        directory and write to it. So the directory first leaves its name in
+        one step (a rename), which no new holder or write can enter, and is
+        looked at again there: what came in is put back, and only then is the
+        rest removed. Returns whether it was removed.
+        """
+        trash = os.path.join(self.root, f"{_REMOVING}{secrets.token_hex(6)}")
+        os.rename(directory, trash)
+        live, last = self._live(trash)
+        if live or now - last < self.ttl:
+            self._put_back(trash, directory)
+            return False
+        shutil.rmtree(trash)
+        return True
+
+    def _put_back(self, trash: str, directory: str) -> None:
+        """Return a directory the sweep took to its name, or, if the name is in use again, its holders."""
+        try:
+            os.rename(trash, directory)
+            return
+        except OSError as error:
+            if error.errno not in (errno.EEXIST, errno.ENOTEMPTY):
+                raise
+        # The session made the directory again meanwhile: its holders move there; the old
+        # entries, unused for the TTL, go.
+        holders = os.path.join(directory, _HOLDERS)
+        self._private_dir(holders)
+        try:
+            moved = os.listdir(os.path.join(trash, _HOLDERS))
+        except FileNotFoundError:
+            moved = []
+        for holder in moved:
+            with contextlib.suppress(FileExistsError):
+                os.rename(os.path.join(trash, _HOLDERS, holder), os.path.join(holders, holder))
+        self._stamp(directory)
+        shutil.rmtree(trash)
 
     def _sweep_now_and_then(self) -> list[str]:
         try:
