@@ -227,3 +227,53 @@ def test_a_sweep_racing_a_first_write_leaves_the_holder_in_place(tmp_path: Path)
     sweeper.sweep()
     assert session.live_holders("resumed") == holder
     assert session.get("resumed", key) == b"a new original"
+
+
+# -- holders renewed often enough, and made again when removed -------------------------------------------
+
+
+def _small_body(task: str) -> dict[str, Any]:
+    """A request with no result to cut: nothing in it touches the store but the holder."""
+    return {"model": "m", "max_tokens": 10, "messages": [{"role": "user", "content": task}]}
+
+
+@pytest.mark.parametrize("retries", [False, True], ids=["new-requests", "retries-of-one-body"])
+def test_a_holder_on_another_host_stays_live_while_its_session_sends_requests(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, retries: bool
+) -> None:
+    """A TTL shorter than a minute: the holder must be renewed within it, or a host sharing the root sweeps.
+
+    A retry of the same body is a sign of life too.
+    """
+    now = [time.time()]
+    mine = DirStore(tmp_path, ttl=30, clock=lambda: now[0], sweep=False)
+    with Session("remote", store=mine, policy=POLICY) as session:
+        session.manage(history(outputs(2)), "anthropic")
+        for n in range(6):
+            now[0] += 20
+            session.manage(_small_body("still working" if retries else f"step {n}"), "anthropic")
+            # Another host, sharing the root, sweeps: this host's holders are foreign to it.
+            monkeypatch.setattr("toolbudget.store.dir._host", lambda: "elsewhere")
+            try:
+                removed = DirStore(tmp_path, ttl=30, clock=lambda: now[0], sweep=False).sweep()
+            finally:
+                monkeypatch.undo()
+            assert removed == []
+        assert mine.keys("remote")
+
+
+def test_a_session_holds_its_directory_again_when_it_was_removed_under_it(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    now = [time.time()]
+    store = DirStore(tmp_path, clock=lambda: now[0], sweep=False)
+    session = Session("removed", store=store, policy=POLICY)
+    session.manage(history(outputs(2)), "anthropic")
+    shutil.rmtree(tmp_path / "toolbudget-removed")
+    now[0] += 120
+    session.manage(_small_body("go on"), "anthropic")
+    assert store.live_holders("removed") != []
+    shutil.rmtree(tmp_path / "toolbudget-removed")
+    with caplog.at_level("WARNING", logger="toolbudget"):
+        session.close()  # nothing left to release is not worth a warning
+    assert caplog.records == []

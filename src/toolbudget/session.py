@@ -444,6 +444,8 @@ class Session:
     def _manage_request(self, body: Any, parsed: dict[str, Any], request: Request) -> Managed:
         last = self._last
         out: dict[str, Any] | None
+        if last is not None:
+            self._bind(request)  # a retry, too, is a sign of life that renews the holder
         if (
             last is not None
             and last.policy is self.policy

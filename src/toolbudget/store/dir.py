@@ -71,7 +71,7 @@ _REMOVING = ".toolbudget-removing-"
 SWEEP_EVERY = 3600.0
 """Seconds between automatic sweeps of a root."""
 RENEW_EVERY = 60.0
-"""A session renews its holder and ``used`` stamp at most this often."""
+"""A session renews its holder and ``used`` stamp at most this often (and at least four times a TTL)."""
 _PART = ".part"
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _BINARY = getattr(os, "O_BINARY", 0)
@@ -176,27 +176,42 @@ class DirStore(Store):
         return name
 
     def renew(self, session: str, holder: str | None) -> None:
-        """Note that the session is in use now; cheap enough to call on every request."""
+        """Note that the session is in use now; cheap enough to call on every request.
+
+        It writes at most every :data:`RENEW_EVERY` seconds, and at least four
+        times a TTL, so a holder on another host, judged by when it was last
+        renewed, never looks dead while its session sends requests. A holder
+        whose file is gone (its directory removed by hand while the session
+        ran) is made again.
+        """
         now = self._clock()
-        if now - self._renewed.get(session, float("-inf")) < RENEW_EVERY:
+        if now - self._renewed.get(session, float("-inf")) < min(RENEW_EVERY, self.ttl / 4):
             return
         self._renewed[session] = now
         directory = self._session_dir(session)
         with contextlib.suppress(OSError):
-            self._stamp(directory)
             if holder is not None:
-                os.utime(os.path.join(directory, _HOLDERS, holder), (now, now))
+                path = os.path.join(directory, _HOLDERS, holder)
+                try:
+                    os.utime(path, (now, now))
+                except FileNotFoundError:
+                    self._private_dir(directory)
+                    self._private_dir(os.path.join(directory, _HOLDERS))
+                    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | _NOFOLLOW, 0o600))
+                    os.utime(path, (now, now))
+            self._stamp(directory)
 
     def release(self, session: str, holder: str) -> None:
         """The holder is done; the archive stays until its TTL after the last use."""
         directory = self._session_dir(session)
         with contextlib.suppress(OSError):
             self._stamp(directory)
-        with contextlib.suppress(FileNotFoundError):
-            try:
-                os.unlink(os.path.join(directory, _HOLDERS, holder))
-            except OSError as error:
-                raise StoreError(f"cannot release {directory}: {_why(error)}") from error
+        try:
+            os.unlink(os.path.join(directory, _HOLDERS, holder))
+        except FileNotFoundError:
+            pass  # the directory was removed meanwhile: nothing is held
+        except OSError as error:
+            raise StoreError(f"cannot release {directory}: {_why(error)}") from error
 
     def live_holders(self, session: str) -> list[str]:
         """The holders of the session that are alive now."""
