@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 
 import toolbudget.session as session_module
@@ -277,3 +278,74 @@ def test_a_session_holds_its_directory_again_when_it_was_removed_under_it(
     with caplog.at_level("WARNING", logger="toolbudget"):
         session.close()  # nothing left to release is not worth a warning
     assert caplog.records == []
+
+
+# -- a directory store on a mount that hangs -----------------------------------------------------------
+
+_HUNG_MOUNT = """
+import ctypes, json, os, sys, tempfile
+from toolbudget.policy import Policy
+from toolbudget.session import Session
+
+libc = ctypes.CDLL(None, use_errno=True)
+fds = []
+
+def hang(path):
+    # A FUSE file system whose daemon never answers: every call on it waits, as on a dead NFS server.
+    fd = os.open("/dev/fuse", os.O_RDWR)
+    options = f"fd={fd},rootmode=40000,user_id=0,group_id=0".encode()
+    if libc.mount(b"hung", path.encode(), b"fuse", 0, options) != 0:
+        print(json.dumps({"skip": os.strerror(ctypes.get_errno())}))
+        sys.exit(0)
+    fds.append(fd)
+
+def body(n):
+    messages = [{"role": "user", "content": "go"}]
+    for k in range(n):
+        messages.append({"role": "assistant", "content": [
+            {"type": "tool_use", "id": f"t{k}", "name": "Bash", "input": {"command": f"c{k}"}}]})
+        messages.append({"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": f"t{k}", "content": f"out {k} " * 2000}]})
+    return {"model": "m", "max_tokens": 10, "messages": messages}
+
+policy = Policy(result_max_chars=2000, tool_caps={}, compaction="off", store_timeout=0.5)
+seen = {}
+# The store's root is on the hung mount from the start.
+hung = tempfile.mkdtemp()
+hang(hung)
+session = Session("hung", store=f"dir:{hung}/archives", policy=policy)
+seen["open"] = [session.manage(body(n), "anthropic").report.store_fallbacks for n in (1, 2, 3)]
+session.close()
+# The mount hangs under a session that was working.
+root = tempfile.mkdtemp()
+session = Session("later", store=f"dir:{root}", policy=policy)
+seen["before"] = session.manage(body(1), "anthropic").report.store_fallbacks
+hang(root)
+seen["after"] = [session.manage(body(n), "anthropic").report.store_fallbacks for n in (2, 3, 4)]
+session.close()
+print(json.dumps(seen), flush=True)
+for fd in fds:
+    os.close(fd)  # the daemon goes away: the calls still waiting fail, and the process can end
+"""
+
+
+def test_a_directory_store_on_a_hung_mount_costs_each_request_its_bound_and_close_returns() -> None:
+    unshare = shutil.which("unshare")
+    if unshare is None or os.geteuid() != 0 or not os.path.exists("/dev/fuse"):
+        pytest.skip("needs root, unshare(1) and /dev/fuse to make a mount that hangs")
+    try:
+        done = subprocess.run(
+            [unshare, "-m", sys.executable, "-c", _HUNG_MOUNT],
+            capture_output=True,
+            text=True,
+            timeout=90,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail("a session on a hung mount hung its caller")
+    assert done.returncode == 0, done.stderr
+    seen = orjson.loads(done.stdout.strip().splitlines()[-1])
+    if "skip" in seen:
+        pytest.skip(f"cannot mount a FUSE file system here: {seen['skip']}")
+    # Every cut made while the store hangs says it could not be kept; none names a lost key.
+    assert seen == {"open": [1, 2, 3], "before": 0, "after": [2, 3, 4]}

@@ -26,7 +26,7 @@ import hashlib
 import logging
 import threading
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -42,7 +42,9 @@ from .policy import Policy
 from .previews import Preview
 from .recall import parse_query, reason_line, recall_page, valid_key
 from .store import DirStore, MemoryStore, Store, open_store
+from .store.dir import default_dir_root
 from .store.guard import Deadline, StoreGuard
+from .store.redis import masked_url
 
 _log = logging.getLogger("toolbudget")
 
@@ -183,6 +185,11 @@ class _Last:
     """The report of answering it again: nothing new was written."""
 
 
+def _shown(url: str | None) -> str:
+    """A store URL as messages show it: the default spelled out, a password hidden."""
+    return masked_url(url) if url else f"dir:{default_dir_root()}"
+
+
 def _same_request(a: Request, b: Request) -> bool:
     """Whether two parsed requests are the same: identical cached messages, equal everything else."""
     if a.api != b.api or len(a.messages) != len(b.messages):
@@ -279,7 +286,8 @@ class _Lease:
     forgot, and no sweep could ever remove those archives.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, timeout: float) -> None:
+        self.timeout = timeout
         self.dir_store: DirStore | None = None
         self.session_id: str | None = None
         self.holder: str | None = None
@@ -287,12 +295,15 @@ class _Lease:
         self.owned: Store | None = None
 
     def end(self) -> None:
-        """Release everything; never raises."""
+        """Release everything; never raises, nor waits for a store that hangs longer than a request would."""
         store, holder, session_id = self.dir_store, self.holder, self.session_id
         self.holder = None
         try:
             if store is not None and holder is not None and session_id is not None:
-                store.release(session_id, holder)
+                if self.guard is not None:
+                    self.guard.call(Deadline(self.timeout), store.release, session_id, holder)
+                else:
+                    store.release(session_id, holder)
         except StoreError as exc:
             _log.warning("toolbudget: %s", exc)
         finally:
@@ -349,17 +360,12 @@ class Session:
         self._store_error: StoreError | None = None
         self._deadline: Deadline | None = None
         self._lock = threading.RLock()
-        self._lease = _Lease()
+        self._lease = _Lease(self.policy.store_timeout)
         self._release = weakref.finalize(self, self._lease.end)
+        self._hung_at_open = False
         if isinstance(self._store_arg, str) or self._store_arg is None:
-            try:
-                # A malformed URL fails here, not at the first cut.
-                self._store = self._lease.owned = open_store(self._store_arg)
-            except StoreConfigError:
-                raise
-            except StoreError as exc:
-                # A store that is down is not the caller's mistake: cuts fall back, and say so.
-                self._store_error = exc
+            self._lease.guard = StoreGuard(_shown(self._store_arg))
+            self._open(Deadline(self.policy.store_timeout))
 
     # --- identity and storage --------------------------------------------------------
 
@@ -369,8 +375,31 @@ class Session:
             raise InputError("this session has no id yet: give one, or manage a request first")
         return self._id
 
+    def _open(self, deadline: Deadline) -> None:
+        """Open the store the URL names, within ``deadline``.
+
+        A malformed URL fails here, not at the first cut. Opening touches the
+        store's disk, which may be a mount that hangs, so it is bounded like
+        any store call; a store that did not answer is opened again once its
+        guard lets calls through.
+        """
+        url = self._store_arg if isinstance(self._store_arg, str) else None
+        guard = self._lease.guard
+        assert guard is not None
+        try:
+            self._store = self._lease.owned = guard.call(deadline, open_store, url)
+            self._store_error, self._hung_at_open = None, False
+        except StoreConfigError:
+            raise
+        except StoreError as exc:
+            # A store that is down is not the caller's mistake: cuts fall back, and say so.
+            self._store_error, self._hung_at_open = exc, guard.open
+
     @property
     def store(self) -> Store:
+        if self._store_error is not None and self._hung_at_open and self._guard is not None:
+            if not self._guard.open:
+                self._open(self._deadline or Deadline(self.policy.store_timeout))
         if self._store_error is not None:
             raise self._store_error
         if self._store is None:
@@ -409,22 +438,36 @@ class Session:
     def _bind(self, request: Request) -> None:
         if self._id is None:
             self._id = conversation_id(request)
-        if self._holder is None and not self._closed:
-            store = self._store
-            if isinstance(store, DirStore):
+        store = self._store
+        if not isinstance(store, DirStore) or self._closed:
+            return
+        # Within the request's time, like every store call: the directory may be on a mount that hangs.
+        with contextlib.suppress(StoreError):
+            if self._holder is None:
                 # Marks the archive in use, so no sweep or clean removes it under this session.
-                with contextlib.suppress(StoreError):
-                    holder = store.hold(self._id)
-                    self._lease.dir_store, self._lease.session_id = store, self._id
-                    self._lease.holder = holder
-        elif isinstance(self._store, DirStore):
-            self._store.renew(self._id, self._holder)
+                holder = self._store_call(store.hold, self._id)
+                self._lease.dir_store, self._lease.session_id = store, self._id
+                self._lease.holder = holder
+            else:
+                self._store_call(store.renew, self._id, self._holder)
+
+    @contextlib.contextmanager
+    def _request_time(self) -> Iterator[None]:
+        """One bound on the store for everything one call of the public API does."""
+        if self._deadline is not None:
+            yield
+            return
+        self._deadline = Deadline(self.policy.store_timeout)
+        try:
+            yield
+        finally:
+            self._deadline = None
 
     # --- the pipeline ----------------------------------------------------------------
 
     def manage(self, body: Any, api: str | None = None) -> Managed:
         """Repair and budget a request body; returns a new body (in the same form) and a report."""
-        with self._lock:
+        with self._lock, self._request_time():
             return self._manage(body, api)
 
     def _manage(self, body: Any, api: str | None) -> Managed:
@@ -438,7 +481,7 @@ class Session:
 
     def manage_request(self, request: Request) -> tuple[Request, Report]:
         """The same pipeline on a parsed request."""
-        with self._lock:
+        with self._lock, self._request_time():
             return self._pipeline(request)
 
     def _manage_request(self, body: Any, parsed: dict[str, Any], request: Request) -> Managed:
@@ -481,13 +524,11 @@ class Session:
         keys = sorted({cut.key for cut in report.cuts if cut.key is not None})
         if not keys:
             return True
-        self._deadline = Deadline(self.policy.store_timeout)
         try:
-            return not self._store_call(self.store.missing, self.id, keys)
+            with self._request_time():
+                return not self._store_call(self.store.missing, self.id, keys)
         except StoreError:
             return False  # cut again: what cannot be checked is not promised
-        finally:
-            self._deadline = None
 
     def _pipeline(self, request: Request) -> tuple[Request, Report]:
         self._bind(request)
@@ -498,7 +539,6 @@ class Session:
             (known.get(id(m)) if known is not None else None) or message_chars(m) for m in repaired.messages
         ]
         archive = self.archive
-        self._deadline = Deadline(self.policy.store_timeout)
         try:
             archive.collect()
             budgeted = enforce(repaired, self.policy, archive, schedule=self._schedule, sizes=sizes)
@@ -512,7 +552,6 @@ class Session:
         finally:
             archive.pending = None
             archive.lost = frozenset()
-            self._deadline = None
         result = budgeted.request
         report = self._report(request, result, repairs, budgeted)
         self._notify(report)
