@@ -323,6 +323,18 @@ seen["before"] = session.manage(body(1), "anthropic").report.store_fallbacks
 hang(root)
 seen["after"] = [session.manage(body(n), "anthropic").report.store_fallbacks for n in (2, 3, 4)]
 session.close()
+# The mount comes back (here: the hung one goes away) after a session failed to open on it.
+back = tempfile.mkdtemp()
+hang(back)
+session = Session("back", store=f"dir:{back}/archives", policy=policy)
+seen["hung"] = session.manage(body(1), "anthropic").report.store_fallbacks
+os.close(fds.pop())
+libc.umount2(back.encode(), 2)  # MNT_DETACH
+guard = session._guard
+guard._stuck.exception(timeout=10)  # the call that hung fails at once now
+guard._open_until = 0.0  # the cool-down is over
+seen["back"] = session.manage(body(2), "anthropic").report.store_fallbacks
+session.close()
 print(json.dumps(seen), flush=True)
 for fd in fds:
     os.close(fd)  # the daemon goes away: the calls still waiting fail, and the process can end
@@ -348,4 +360,4 @@ def test_a_directory_store_on_a_hung_mount_costs_each_request_its_bound_and_clos
     if "skip" in seen:
         pytest.skip(f"cannot mount a FUSE file system here: {seen['skip']}")
     # Every cut made while the store hangs says it could not be kept; none names a lost key.
-    assert seen == {"open": [1, 2, 3], "before": 0, "after": [2, 3, 4]}
+    assert seen == {"open": [1, 2, 3], "before": 0, "after": [2, 3, 4], "hung": 1, "back": 0}
