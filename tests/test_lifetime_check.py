@@ -361,3 +361,31 @@ def test_a_directory_store_on_a_hung_mount_costs_each_request_its_bound_and_clos
         pytest.skip(f"cannot mount a FUSE file system here: {seen['skip']}")
     # Every cut made while the store hangs says it could not be kept; none names a lost key.
     assert seen == {"open": [1, 2, 3], "before": 0, "after": [2, 3, 4], "hung": 1, "back": 0}
+
+
+# -- the cost of keeping many cuts at once ----------------------------------------------------------------
+
+
+def test_keeping_a_batch_in_the_dir_store_lists_its_directory_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A first request of a long history keeps thousands of cuts in one batch, within one bound.
+
+    Each entry listed the whole directory (for stale temp files) before its
+    write, so a batch cost its size squared: 2000 cuts took seconds, and every
+    one of them was reported lost.
+    """
+    store = DirStore(tmp_path, sweep=False)
+    items = {f"{n:032x}": f"entry {n}".encode() for n in range(300)}
+    listings: list[str] = []
+    real_listdir = os.listdir
+
+    def counting_listdir(path: Any = ".") -> list[str]:
+        listings.append(str(path))
+        return real_listdir(path)
+
+    monkeypatch.setattr(os, "listdir", counting_listdir)
+    assert store.put_many("batch", items) == set()
+    monkeypatch.undo()
+    assert len(listings) <= 2
+    assert all(store.get("batch", key) == data for key, data in items.items())

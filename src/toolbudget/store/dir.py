@@ -350,6 +350,32 @@ class DirStore(Store):
         except OSError as error:
             raise StoreError(f"cannot keep {key} in {results}: {_why(error)}") from error
 
+    def _put_many(self, session: str, items: dict[str, bytes]) -> set[str]:
+        """Keep a batch, readying the directory (and tidying its temp files) once, not once an entry.
+
+        A long history's first request keeps thousands of cuts in one batch,
+        within the request's store bound; listing the directory before every
+        write made that cost the batch's size squared.
+        """
+        directory = self._session_dir(session)
+        results = os.path.join(directory, _RESULTS)
+        try:
+            self._private_dir(directory)
+            self._private_dir(results)
+            _sweep_parts(results)
+        except OSError as error:
+            raise StoreError(f"cannot keep {len(items)} entries in {results}: {_why(error)}") from error
+        failed: dict[str, OSError] = {}
+        for key, data in items.items():
+            try:
+                _write_new(results, key + _SUFFIX, data)
+            except OSError as error:
+                failed[key] = error
+        if failed and len(failed) == len(items):
+            why = _why(next(iter(failed.values())))
+            raise StoreError(f"cannot keep {len(items)} entries in {results}: {why}")
+        return set(failed)
+
     def _get(self, session: str, key: str) -> bytes | None:
         directory = self._existing_session_dir(session)
         if directory is None:
