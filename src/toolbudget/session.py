@@ -128,7 +128,11 @@ def conversation_id(request: Request) -> str:
 
     The task is the first message that is not a system message, on every API:
     in OpenAI's APIs the system prompt is itself a message, and hashing it as
-    "the first message" gave every task of one agent the same id.
+    "the first message" gave every task of one agent the same id. It runs on
+    over the messages of the same role that follow: Anthropic and Bedrock
+    merge user messages in a row into one, the other forms keep them apart,
+    and a tool that opens every session with the same words (Claude Code's
+    caveat before the user's own) would otherwise give all its sessions one id.
     """
     digest = hashlib.blake2b(digest_size=8, person=b"toolbudget-conv")
     system = [p.text for p in request.system if isinstance(p, Text)]
@@ -136,14 +140,18 @@ def conversation_id(request: Request) -> str:
     for text in system:
         digest.update(text.encode("utf-8", "surrogatepass") + b"\x00")
     digest.update(b"\x01")
-    task = next((m for m in request.messages if m.role != "system"), None)
-    if task is not None:
-        digest.update(task.role.encode())
-        for part in task.parts:
-            if isinstance(part, Text):
-                digest.update(b"\x00" + part.text.encode("utf-8", "surrogatepass"))
-            elif isinstance(part, ToolCall):
-                digest.update(b"\x00" + part.name.encode("utf-8", "surrogatepass"))
+    others = [m for m in request.messages if m.role != "system"]
+    if others:
+        role = others[0].role
+        digest.update(role.encode())
+        for message in others:
+            if message.role != role:
+                break
+            for part in message.parts:
+                if isinstance(part, Text):
+                    digest.update(b"\x00" + part.text.encode("utf-8", "surrogatepass"))
+                elif isinstance(part, ToolCall):
+                    digest.update(b"\x00" + part.name.encode("utf-8", "surrogatepass"))
     return "conv-" + digest.hexdigest()
 
 
