@@ -48,6 +48,7 @@ import shutil
 import socket
 import stat
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -73,6 +74,9 @@ SWEEP_EVERY = 3600.0
 RENEW_EVERY = 60.0
 """A session renews its holder and ``used`` stamp at most this often (and at least four times a TTL)."""
 _PART = ".part"
+_WRITERS = 4
+_PARALLEL_FROM = 64
+"""Batches this large are written by :data:`_WRITERS` threads at once."""
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _BINARY = getattr(os, "O_BINARY", 0)
 # link() fails with these where the file system has no hard links (FAT, some FUSE and SMB mounts).
@@ -366,11 +370,28 @@ class DirStore(Store):
         except OSError as error:
             raise StoreError(f"cannot keep {len(items)} entries in {results}: {_why(error)}") from error
         failed: dict[str, OSError] = {}
-        for key, data in items.items():
-            try:
-                _write_new(results, key + _SUFFIX, data)
-            except OSError as error:
-                failed[key] = error
+
+        def write(batch: list[tuple[str, bytes]]) -> None:
+            for key, data in batch:
+                try:
+                    _write_new(results, key + _SUFFIX, data)
+                except OSError as error:
+                    failed[key] = error
+
+        entries = list(items.items())
+        if len(entries) < _PARALLEL_FROM:
+            write(entries)
+        else:
+            # Each entry waits for its fsync; a few writers at once share the file system's
+            # journal commits, and a long history's first batch takes about half the time.
+            writers = [
+                threading.Thread(target=write, args=(entries[n::_WRITERS],), daemon=True)
+                for n in range(_WRITERS)
+            ]
+            for writer in writers:
+                writer.start()
+            for writer in writers:
+                writer.join()
         if failed and len(failed) == len(items):
             why = _why(next(iter(failed.values())))
             raise StoreError(f"cannot keep {len(items)} entries in {results}: {why}")
