@@ -32,8 +32,8 @@ from toolbudget.store import DirStore
 POLICY = Policy(result_max_chars=2000, tool_caps={}, compaction="off")
 
 
-def _store_threads() -> int:
-    return sum(1 for thread in threading.enumerate() if thread.name == "toolbudget-store")
+def _store_threads() -> set[threading.Thread]:
+    return {thread for thread in threading.enumerate() if thread.name == "toolbudget-store"}
 
 
 # -- the store's time is the time spent waiting for it -----------------------------------------------
@@ -103,10 +103,11 @@ def test_a_session_dropped_without_close_lets_go_of_its_holder_and_thread(tmp_pa
         assert DirStore(tmp_path, sweep=False).live_holders(f"forgotten-{n}")
         del session
     gc.collect()
+    # Only the threads these sessions started: other tests' may end meanwhile.
     deadline = time.monotonic() + 10
-    while _store_threads() > before and time.monotonic() < deadline:
+    while _store_threads() - before and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert _store_threads() == before
+    assert _store_threads() - before == set()
     store = DirStore(tmp_path, sweep=False)
     for n in range(5):
         assert store.live_holders(f"forgotten-{n}") == []
