@@ -314,6 +314,8 @@ class _Lease:
                     store.release(session_id, holder)
         except StoreError as exc:
             _log.warning("toolbudget: %s", exc)
+        except RuntimeError:
+            pass  # at interpreter exit no thread may start; a holder whose process is gone is dead
         finally:
             guard, self.guard = self.guard, None
             if guard is not None:
