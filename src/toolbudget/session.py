@@ -396,8 +396,11 @@ class Session:
         url = self._store_arg if isinstance(self._store_arg, str) else None
         guard = self._lease.guard
         assert guard is not None
+        # Memory has no disk, and Redis connects at its first command: nothing there can hang.
+        direct = url is not None and url.partition(":")[0].lower() in ("memory", "redis", "rediss")
         try:
-            self._store = self._lease.owned = guard.call(deadline, open_store, url)
+            opened = open_store(url) if direct else guard.call(deadline, open_store, url)
+            self._store = self._lease.owned = opened
             self._store_error, self._hung_at_open = None, False
         except StoreConfigError:
             raise
