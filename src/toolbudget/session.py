@@ -24,7 +24,9 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
-from collections.abc import Callable, Mapping
+import threading
+import weakref
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -40,7 +42,9 @@ from .policy import Policy
 from .previews import Preview
 from .recall import parse_query, reason_line, recall_page, valid_key
 from .store import DirStore, MemoryStore, Store, open_store
+from .store.dir import default_dir_root
 from .store.guard import Deadline, StoreGuard
+from .store.redis import masked_url
 
 _log = logging.getLogger("toolbudget")
 
@@ -130,7 +134,11 @@ def conversation_id(request: Request) -> str:
 
     The task is the first message that is not a system message, on every API:
     in OpenAI's APIs the system prompt is itself a message, and hashing it as
-    "the first message" gave every task of one agent the same id.
+    "the first message" gave every task of one agent the same id. It runs on
+    over the messages of the same role that follow: Anthropic and Bedrock
+    merge user messages in a row into one, the other forms keep them apart,
+    and a tool that opens every session with the same words (Claude Code's
+    caveat before the user's own) would otherwise give all its sessions one id.
     """
     digest = hashlib.blake2b(digest_size=8, person=b"toolbudget-conv")
     system = [p.text for p in request.system if isinstance(p, Text)]
@@ -138,14 +146,18 @@ def conversation_id(request: Request) -> str:
     for text in system:
         digest.update(text.encode("utf-8", "surrogatepass") + b"\x00")
     digest.update(b"\x01")
-    task = next((m for m in request.messages if m.role != "system"), None)
-    if task is not None:
-        digest.update(task.role.encode())
-        for part in task.parts:
-            if isinstance(part, Text):
-                digest.update(b"\x00" + part.text.encode("utf-8", "surrogatepass"))
-            elif isinstance(part, ToolCall):
-                digest.update(b"\x00" + part.name.encode("utf-8", "surrogatepass"))
+    others = [m for m in request.messages if m.role != "system"]
+    if others:
+        role = others[0].role
+        digest.update(role.encode())
+        for message in others:
+            if message.role != role:
+                break
+            for part in message.parts:
+                if isinstance(part, Text):
+                    digest.update(b"\x00" + part.text.encode("utf-8", "surrogatepass"))
+                elif isinstance(part, ToolCall):
+                    digest.update(b"\x00" + part.name.encode("utf-8", "surrogatepass"))
     return "conv-" + digest.hexdigest()
 
 
@@ -188,6 +200,11 @@ class _Last:
     report: Report
     repeat_report: Report
     """The report of answering it again: nothing new was written."""
+
+
+def _shown(url: str | None) -> str:
+    """A store URL as messages show it: the default spelled out, a password hidden."""
+    return masked_url(url) if url else f"dir:{default_dir_root()}"
 
 
 def _same_request(a: Request, b: Request) -> bool:
@@ -284,6 +301,47 @@ class _SessionArchive(Archive):
         return None if data is None else data.decode("utf-8", "surrogatepass")
 
 
+class _Lease:
+    """What a session holds outside itself: its holder file, its store's worker, the store it opened.
+
+    Kept apart from the session so that a session dropped without ``close()``
+    still lets go of them when it is collected (or at exit): a long-lived
+    process would otherwise keep a thread and a holder for every session it
+    forgot, and no sweep could ever remove those archives.
+    """
+
+    def __init__(self, timeout: float) -> None:
+        self.timeout = timeout
+        self.dir_store: DirStore | None = None
+        self.session_id: str | None = None
+        self.holder: str | None = None
+        self.guard: StoreGuard | None = None
+        self.owned: Store | None = None
+
+    def end(self) -> None:
+        """Release everything; never raises, nor waits for a store that hangs longer than a request would."""
+        store, holder, session_id = self.dir_store, self.holder, self.session_id
+        self.holder = None
+        try:
+            if store is not None and holder is not None and session_id is not None:
+                if self.guard is not None:
+                    self.guard.call(Deadline(self.timeout), store.release, session_id, holder)
+                else:
+                    store.release(session_id, holder)
+        except StoreError as exc:
+            _log.warning("toolbudget: %s", exc)
+        except RuntimeError:
+            pass  # at interpreter exit no thread may start; a holder whose process is gone is dead
+        finally:
+            guard, self.guard = self.guard, None
+            if guard is not None:
+                guard.close()
+            owned, self.owned = self.owned, None
+            if owned is not None:
+                with contextlib.suppress(StoreError):
+                    owned.close()
+
+
 class Session:
     """One conversation's policy and archive. Use it as a context manager.
 
@@ -295,6 +353,9 @@ class Session:
     A store URL whose driver is not installed raises :class:`StoreConfigError`
     here; a store that is down is not the caller's mistake, and only costs the
     cuts their recall (each marker says so) until it is back.
+
+    Several threads may share a session: its requests are managed one at a
+    time, since each one checks and writes the keys its own markers name.
     """
 
     def __init__(
@@ -323,18 +384,14 @@ class Session:
         self.last_report: Report | None = None
         """The report of the last ``manage`` call."""
         self._store_error: StoreError | None = None
-        self._guard: StoreGuard | None = None
         self._deadline: Deadline | None = None
-        self._holder: str | None = None
+        self._lock = threading.RLock()
+        self._lease = _Lease(self.policy.store_timeout)
+        self._release = weakref.finalize(self, self._lease.end)
+        self._hung_at_open = False
         if isinstance(self._store_arg, str) or self._store_arg is None:
-            try:
-                # A malformed URL fails here, not at the first cut.
-                self._store = open_store(self._store_arg)
-            except StoreConfigError:
-                raise
-            except StoreError as exc:
-                # A store that is down is not the caller's mistake: cuts fall back, and say so.
-                self._store_error = exc
+            self._lease.guard = StoreGuard(_shown(self._store_arg))
+            self._open(Deadline(self.policy.store_timeout))
 
     # --- identity and storage --------------------------------------------------------
 
@@ -344,24 +401,59 @@ class Session:
             raise InputError("this session has no id yet: give one, or manage a request first")
         return self._id
 
+    def _open(self, deadline: Deadline) -> None:
+        """Open the store the URL names, within ``deadline``.
+
+        A malformed URL fails here, not at the first cut. Opening touches the
+        store's disk, which may be a mount that hangs, so it is bounded like
+        any store call; a store that did not answer is opened again once its
+        guard lets calls through.
+        """
+        url = self._store_arg if isinstance(self._store_arg, str) else None
+        guard = self._lease.guard
+        assert guard is not None
+        # Memory has no disk, and Redis connects at its first command: nothing there can hang.
+        direct = url is not None and url.partition(":")[0].lower() in ("memory", "redis", "rediss")
+        try:
+            opened = open_store(url) if direct else guard.call(deadline, open_store, url)
+            self._store = self._lease.owned = opened
+            self._store_error, self._hung_at_open = None, False
+        except StoreConfigError:
+            raise
+        except StoreError as exc:
+            # A store that is down is not the caller's mistake: cuts fall back, and say so.
+            self._store_error, self._hung_at_open = exc, guard.open
+
     @property
     def store(self) -> Store:
+        if self._store_error is not None and self._hung_at_open and self._guard is not None:
+            if not self._guard.open:
+                self._open(self._deadline or Deadline(self.policy.store_timeout))
         if self._store_error is not None:
             raise self._store_error
         if self._store is None:
             url = self._store_arg if isinstance(self._store_arg, str) else None
-            self._store = open_store(url)
+            self._store = self._lease.owned = open_store(url)
         return self._store
+
+    @property
+    def _guard(self) -> StoreGuard | None:
+        return self._lease.guard
+
+    @property
+    def _holder(self) -> str | None:
+        return self._lease.holder
 
     def _store_call(self, fn: Callable[..., Any], *args: Any) -> Any:
         """A store call bounded by this request's time; a store that hangs is skipped, not waited for."""
         store = self.store
         if isinstance(store, MemoryStore):
             return fn(*args)  # nothing to wait for
-        if self._guard is None:
-            self._guard = StoreGuard(store.url)
+        guard = self._lease.guard
+        if guard is None:
+            guard = self._lease.guard = StoreGuard(store.url)
         deadline = self._deadline or Deadline(self.policy.store_timeout)
-        return self._guard.call(deadline, fn, *args)
+        return guard.call(deadline, fn, *args)
 
     def _store_failed(self, exc: StoreError) -> None:
         _log.warning("toolbudget: %s", exc)
@@ -375,19 +467,39 @@ class Session:
     def _bind(self, request: Request) -> None:
         if self._id is None:
             self._id = conversation_id(request)
-        if self._holder is None and not self._closed:
-            store = self._store
-            if isinstance(store, DirStore):
+        store = self._store
+        if not isinstance(store, DirStore) or self._closed:
+            return
+        # Within the request's time, like every store call: the directory may be on a mount that hangs.
+        with contextlib.suppress(StoreError):
+            if self._holder is None:
                 # Marks the archive in use, so no sweep or clean removes it under this session.
-                with contextlib.suppress(StoreError):
-                    self._holder = store.hold(self._id)
-        elif isinstance(self._store, DirStore):
-            self._store.renew(self._id, self._holder)
+                holder = self._store_call(store.hold, self._id)
+                self._lease.dir_store, self._lease.session_id = store, self._id
+                self._lease.holder = holder
+            else:
+                self._store_call(store.renew, self._id, self._holder)
+
+    @contextlib.contextmanager
+    def _request_time(self) -> Iterator[None]:
+        """One bound on the store for everything one call of the public API does."""
+        if self._deadline is not None:
+            yield
+            return
+        self._deadline = Deadline(self.policy.store_timeout)
+        try:
+            yield
+        finally:
+            self._deadline = None
 
     # --- the pipeline ----------------------------------------------------------------
 
     def manage(self, body: Any, api: str | None = None) -> Managed:
         """Repair and budget a request body; returns a new body (in the same form) and a report."""
+        with self._lock, self._request_time():
+            return self._manage(body, api)
+
+    def _manage(self, body: Any, api: str | None) -> Managed:
         parsed = to_body(body)
         name = wire.resolve_api(api) if api else wire.detect_api(parsed)
         cache = self._caches.get(name)
@@ -398,12 +510,14 @@ class Session:
 
     def manage_request(self, request: Request) -> tuple[Request, Report]:
         """The same pipeline on a parsed request."""
-        fixed, report = self._pipeline(request)
-        return fixed, report
+        with self._lock, self._request_time():
+            return self._pipeline(request)
 
     def _manage_request(self, body: Any, parsed: dict[str, Any], request: Request) -> Managed:
         last = self._last
         out: dict[str, Any] | None
+        if last is not None:
+            self._bind(request)  # a retry, too, is a sign of life that renews the holder
         if (
             last is not None
             and last.policy is self.policy
@@ -439,13 +553,11 @@ class Session:
         keys = sorted({cut.key for cut in report.cuts if cut.key is not None})
         if not keys:
             return True
-        self._deadline = Deadline(self.policy.store_timeout)
         try:
-            return not self._store_call(self.store.missing, self.id, keys)
+            with self._request_time():
+                return not self._store_call(self.store.missing, self.id, keys)
         except StoreError:
             return False  # cut again: what cannot be checked is not promised
-        finally:
-            self._deadline = None
 
     def _pipeline(self, request: Request) -> tuple[Request, Report]:
         self._bind(request)
@@ -456,7 +568,6 @@ class Session:
             (known.get(id(m)) if known is not None else None) or message_chars(m) for m in repaired.messages
         ]
         archive = self.archive
-        self._deadline = Deadline(self.policy.store_timeout)
         try:
             archive.collect()
             budgeted = enforce(repaired, self.policy, archive, schedule=self._schedule, sizes=sizes)
@@ -470,7 +581,6 @@ class Session:
         finally:
             archive.pending = None
             archive.lost = frozenset()
-            self._deadline = None
         result = budgeted.request
         report = self._report(request, result, repairs, budgeted)
         self._notify(report)
@@ -588,21 +698,8 @@ class Session:
         if self._closed:
             return
         self._closed = True
-        store = self._store
-        if store is None:
-            return
-        try:
-            if self._holder is not None and isinstance(store, DirStore) and self._id is not None:
-                store.release(self._id, self._holder)
-        except StoreError as exc:
-            _log.warning("toolbudget: %s", exc)
-        finally:
-            self._holder = None
-            if self._guard is not None:
-                self._guard.close()
-            if not isinstance(self._store_arg, Store):
-                with contextlib.suppress(StoreError):
-                    store.close()
+        with self._lock:
+            self._release()
 
     def __enter__(self) -> Session:
         return self

@@ -5,7 +5,7 @@ path and the agent's own read tool pages through it (ChatCLI's session
 workspace, Claude Code's ``tool-results``). The layout is::
 
     <root>/toolbudget-<session>/tool-results/<key>.txt
-    <root>/toolbudget-<session>/holders/<host>-<pid>-<token>
+    <root>/toolbudget-<session>/holders/<host>-<pid>-<start>-<token>
     <root>/toolbudget-<session>/used
 
 The default root is ``toolbudget/archives`` in the user's cache directory
@@ -21,9 +21,15 @@ removes that file. A directory nobody holds is removed once it has not been
 used for the store's TTL (a week by default), because markers live on in the
 agent's own transcript after the session that made them has ended. The sweep
 runs at most once an hour when a store is opened, and by ``toolbudget clean``;
-neither ever removes a directory with a live holder. A holder is live while
+neither ever removes a directory with a live holder, not even one that came
+in after the sweep looked: a directory leaves its name (a rename) before it is
+looked at again and removed. A holder is live while
 its process runs (on this host) or, for a holder from another host, while it
-was renewed within the TTL.
+was renewed within the TTL. A process is known by its pid and its start (the
+boot and the start time the kernel gives it, where ``/proc`` tells them): a
+pid is reused, after a reboot or in a container restarted under the same host
+name, where pid 1 is always alive, and a holder naming only the pid would then
+keep its archive for ever.
 
 A write goes through a hidden ``.<random>.part`` temp file. A process killed
 in mid-write leaves that file behind, and nothing else would ever remove it,
@@ -42,6 +48,7 @@ import shutil
 import socket
 import stat
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -61,11 +68,15 @@ _USED = "used"
 _SWEPT = ".swept"
 _SUFFIX = ".txt"
 _PREFIX = "toolbudget-"
+_REMOVING = ".toolbudget-removing-"
 SWEEP_EVERY = 3600.0
 """Seconds between automatic sweeps of a root."""
 RENEW_EVERY = 60.0
-"""A session renews its holder and ``used`` stamp at most this often."""
+"""A session renews its holder and ``used`` stamp at most this often (and at least four times a TTL)."""
 _PART = ".part"
+_WRITERS = 4
+_PARALLEL_FROM = 64
+"""Batches this large are written by :data:`_WRITERS` threads at once."""
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _BINARY = getattr(os, "O_BINARY", 0)
 # link() fails with these where the file system has no hard links (FAT, some FUSE and SMB mounts).
@@ -154,7 +165,9 @@ class DirStore(Store):
         self._check_open()
         directory = self._session_dir(session)
         holders = os.path.join(directory, _HOLDERS)
-        name = f"{_host()}-{os.getpid()}-{secrets.token_hex(4)}"
+        pid = os.getpid()
+        start = _start_of(pid)
+        name = "-".join([_host(), str(pid), *([start] if start else []), secrets.token_hex(4)])
         try:
             self._private_dir(directory)
             self._private_dir(holders)
@@ -167,27 +180,42 @@ class DirStore(Store):
         return name
 
     def renew(self, session: str, holder: str | None) -> None:
-        """Note that the session is in use now; cheap enough to call on every request."""
+        """Note that the session is in use now; cheap enough to call on every request.
+
+        It writes at most every :data:`RENEW_EVERY` seconds, and at least four
+        times a TTL, so a holder on another host, judged by when it was last
+        renewed, never looks dead while its session sends requests. A holder
+        whose file is gone (its directory removed by hand while the session
+        ran) is made again.
+        """
         now = self._clock()
-        if now - self._renewed.get(session, float("-inf")) < RENEW_EVERY:
+        if now - self._renewed.get(session, float("-inf")) < min(RENEW_EVERY, self.ttl / 4):
             return
         self._renewed[session] = now
         directory = self._session_dir(session)
         with contextlib.suppress(OSError):
-            self._stamp(directory)
             if holder is not None:
-                os.utime(os.path.join(directory, _HOLDERS, holder), (now, now))
+                path = os.path.join(directory, _HOLDERS, holder)
+                try:
+                    os.utime(path, (now, now))
+                except FileNotFoundError:
+                    self._private_dir(directory)
+                    self._private_dir(os.path.join(directory, _HOLDERS))
+                    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | _NOFOLLOW, 0o600))
+                    os.utime(path, (now, now))
+            self._stamp(directory)
 
     def release(self, session: str, holder: str) -> None:
         """The holder is done; the archive stays until its TTL after the last use."""
         directory = self._session_dir(session)
         with contextlib.suppress(OSError):
             self._stamp(directory)
-        with contextlib.suppress(FileNotFoundError):
-            try:
-                os.unlink(os.path.join(directory, _HOLDERS, holder))
-            except OSError as error:
-                raise StoreError(f"cannot release {directory}: {_why(error)}") from error
+        try:
+            os.unlink(os.path.join(directory, _HOLDERS, holder))
+        except FileNotFoundError:
+            pass  # the directory was removed meanwhile: nothing is held
+        except OSError as error:
+            raise StoreError(f"cannot release {directory}: {_why(error)}") from error
 
     def live_holders(self, session: str) -> list[str]:
         """The holders of the session that are alive now."""
@@ -204,7 +232,7 @@ class DirStore(Store):
             raise StoreError(f"cannot list {self.root}: {_why(error)}") from error
         now = self._clock()
         for name in names:
-            if not name.startswith(_PREFIX):
+            if not name.startswith((_PREFIX, _REMOVING)):
                 continue
             directory = os.path.join(self.root, name)
             try:
@@ -212,9 +240,12 @@ class DirStore(Store):
                 if not stat.S_ISDIR(info.st_mode) or info.st_uid != _uid(info):
                     continue
                 live, last = self._live(directory)
-                if live or now - last < self.ttl:
+                if name.startswith(_REMOVING):
+                    if not live:  # left by a sweep that was killed halfway
+                        shutil.rmtree(directory)
                     continue
-                shutil.rmtree(directory)
+                if live or now - last < self.ttl or not self._remove(directory, now):
+                    continue
             except FileNotFoundError:
                 continue
             except OSError:
@@ -224,6 +255,46 @@ class DirStore(Store):
             Path(self.root, _SWEPT).touch(mode=0o600)
             os.utime(os.path.join(self.root, _SWEPT), (now, now))
         return removed
+
+    def _remove(self, directory: str, now: float) -> bool:
+        """Remove a session directory found unheld and unused, unless a session came in since.
+
+        Between that look and the removal another process may hold the
+        directory and write to it. So the directory first leaves its name in
+        one step (a rename), which no new holder or write can enter, and is
+        looked at again there: what came in is put back, and only then is the
+        rest removed. Returns whether it was removed.
+        """
+        trash = os.path.join(self.root, f"{_REMOVING}{secrets.token_hex(6)}")
+        os.rename(directory, trash)
+        live, last = self._live(trash)
+        if live or now - last < self.ttl:
+            self._put_back(trash, directory)
+            return False
+        shutil.rmtree(trash)
+        return True
+
+    def _put_back(self, trash: str, directory: str) -> None:
+        """Return a directory the sweep took to its name, or, if the name is in use again, its holders."""
+        try:
+            os.rename(trash, directory)
+            return
+        except OSError as error:
+            if error.errno not in (errno.EEXIST, errno.ENOTEMPTY):
+                raise
+        # The session made the directory again meanwhile: its holders move there; the old
+        # entries, unused for the TTL, go.
+        holders = os.path.join(directory, _HOLDERS)
+        self._private_dir(holders)
+        try:
+            moved = os.listdir(os.path.join(trash, _HOLDERS))
+        except FileNotFoundError:
+            moved = []
+        for holder in moved:
+            with contextlib.suppress(FileExistsError):
+                os.rename(os.path.join(trash, _HOLDERS, holder), os.path.join(holders, holder))
+        self._stamp(directory)
+        shutil.rmtree(trash)
 
     def _sweep_now_and_then(self) -> list[str]:
         try:
@@ -250,10 +321,9 @@ class DirStore(Store):
             if seen is None:
                 continue
             last = max(last, seen)
-            owner, _, rest = name.rpartition("-")[0].rpartition("-")
-            pid = int(rest) if rest.isdigit() else None
+            owner, pid, start = _holder_parts(name)
             # On this host a holder lives as long as its process; from elsewhere, while renewed.
-            alive = _pid_alive(pid) if owner == host and pid is not None else now - seen < self.ttl
+            alive = _runs(pid, start) if owner == host and pid is not None else now - seen < self.ttl
             if alive:
                 live.append(name)
             elif owner == host:
@@ -283,6 +353,49 @@ class DirStore(Store):
             _write_new(results, key + _SUFFIX, data)
         except OSError as error:
             raise StoreError(f"cannot keep {key} in {results}: {_why(error)}") from error
+
+    def _put_many(self, session: str, items: dict[str, bytes]) -> set[str]:
+        """Keep a batch, readying the directory (and tidying its temp files) once, not once an entry.
+
+        A long history's first request keeps thousands of cuts in one batch,
+        within the request's store bound; listing the directory before every
+        write made that cost the batch's size squared.
+        """
+        directory = self._session_dir(session)
+        results = os.path.join(directory, _RESULTS)
+        try:
+            self._private_dir(directory)
+            self._private_dir(results)
+            _sweep_parts(results)
+        except OSError as error:
+            raise StoreError(f"cannot keep {len(items)} entries in {results}: {_why(error)}") from error
+        failed: dict[str, OSError] = {}
+
+        def write(batch: list[tuple[str, bytes]]) -> None:
+            for key, data in batch:
+                try:
+                    _write_new(results, key + _SUFFIX, data)
+                except OSError as error:
+                    failed[key] = error
+
+        entries = list(items.items())
+        if len(entries) < _PARALLEL_FROM:
+            write(entries)
+        else:
+            # Each entry waits for its fsync; a few writers at once share the file system's
+            # journal commits, and a long history's first batch takes about half the time.
+            writers = [
+                threading.Thread(target=write, args=(entries[n::_WRITERS],), daemon=True)
+                for n in range(_WRITERS)
+            ]
+            for writer in writers:
+                writer.start()
+            for writer in writers:
+                writer.join()
+        if failed and len(failed) == len(items):
+            why = _why(next(iter(failed.values())))
+            raise StoreError(f"cannot keep {len(items)} entries in {results}: {why}")
+        return set(failed)
 
     def _get(self, session: str, key: str) -> bytes | None:
         directory = self._existing_session_dir(session)
@@ -404,6 +517,51 @@ def _host() -> str:
     """This host's name, as a holder file name can carry it."""
     name = "".join(c if c.isalnum() or c in "._" else "_" for c in socket.gethostname())
     return name[:64] or "host"
+
+
+def _holder_parts(name: str) -> tuple[str, int | None, str | None]:
+    """The host, pid and start a holder's name carries (``host-pid-token`` has no start)."""
+    parts = name.split("-")
+    if len(parts) not in (3, 4) or not parts[1].isdigit():
+        return parts[0], None, None
+    return parts[0], int(parts[1]), parts[2] if len(parts) == 4 else None
+
+
+_BOOT: list[str] = []
+
+
+def _boot_id() -> str:
+    """This boot of the kernel, so that a start time is never compared across reboots."""
+    if not _BOOT:
+        try:
+            with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as handle:
+                _BOOT.append("".join(c for c in handle.read() if c.isalnum())[:12])
+        except (OSError, ValueError):
+            _BOOT.append("")
+    return _BOOT[0]
+
+
+def _start_of(pid: int) -> str | None:
+    """When process ``pid`` started, as ``<boot>.<clock ticks since boot>``; ``None`` without ``/proc``."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            stat_line = handle.read()
+        # The command name, in parentheses, may hold spaces and ")": fields follow the last ")".
+        ticks = stat_line[stat_line.rindex(b")") + 2 :].split()[19].decode("ascii")
+    except (OSError, ValueError, IndexError, UnicodeDecodeError):
+        return None
+    boot = _boot_id()
+    return f"{boot}.{ticks}" if boot and ticks.isdigit() else None
+
+
+def _runs(pid: int, start: str | None) -> bool:
+    """Whether the process a holder names still runs: its pid is alive and started when it did."""
+    if not _pid_alive(pid):
+        return False
+    if start is None:
+        return True  # a holder written where /proc is absent: the pid is all there is
+    now = _start_of(pid)
+    return now is None or now == start
 
 
 def _pid_alive(pid: int) -> bool:

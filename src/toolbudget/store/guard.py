@@ -4,7 +4,8 @@ A store that is slow or stopped (a Redis paused by SIGSTOP, a hung network
 mount) must cost a request at most about a second, whatever its own timeouts
 and retries are, and later requests must not pay that second again until the
 store answers. So every store call of a request runs on one worker thread and
-is waited for only until the request's deadline. A call that misses it opens
+is waited for only as long as the request has left of its bound (only the
+waits count, not the request's own work). A call that misses it opens
 the breaker: later calls fail at once with :class:`StoreError`, which the
 budget turns into the "could not be kept" marker, until the stuck call has
 returned and a cool-down has passed; then one call probes the store again.
@@ -37,14 +38,23 @@ T = TypeVar("T")
 
 
 class Deadline:
-    """The time one request may still spend on its store."""
+    """The time one request may still spend waiting for its store.
 
-    def __init__(self, seconds: float, clock: Callable[[], float] = time.monotonic) -> None:
-        self._clock = clock
-        self.end = clock() + seconds
+    Only the waits count, not the wall clock since the request began: the
+    request's own work between store calls (cutting hundreds of results on a
+    busy machine takes seconds) is no sign of a store that hangs, and counting
+    it made a healthy store look stopped, so every cut of a big session said
+    it could not be kept.
+    """
+
+    def __init__(self, seconds: float) -> None:
+        self._left = seconds
 
     def left(self) -> float:
-        return self.end - self._clock()
+        return self._left
+
+    def spend(self, seconds: float) -> None:
+        self._left -= max(0.0, seconds)
 
 
 class _Worker:
@@ -121,6 +131,7 @@ class StoreGuard:
             if self._worker is None:
                 self._worker = _Worker()
             future = self._worker.submit(fn, *args)
+        started = time.monotonic()
         try:
             return future.result(timeout=left)
         except FutureTimeout:
@@ -132,6 +143,8 @@ class StoreGuard:
             if worker is not None:
                 worker.stop()
             raise StoreError(f"the store {self.url} did not answer within {max(left, 0):.2f} s") from None
+        finally:
+            deadline.spend(time.monotonic() - started)
 
     def close(self) -> None:
         with self._lock:

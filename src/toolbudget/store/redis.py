@@ -21,7 +21,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from ..errors import InputError, StoreConfigError, StoreError
 from .base import DEFAULT_TTL, Store, check_key, is_key, namespace
 
-__all__ = ["RedisStore"]
+__all__ = ["RedisStore", "masked_url"]
 
 PREFIX = "toolbudget"
 _INSTALL_HINT = "the redis store needs the redis package: pip install 'toolbudget[redis]'"
@@ -29,7 +29,7 @@ _BATCH = 500
 _MAX_TTL = 1e12  # seconds; PX must fit in 64 bits
 
 
-def _masked(url: str) -> str:
+def masked_url(url: str) -> str:
     """``url`` with its password hidden, fit for logs and messages."""
     parts = urlsplit(url)
     userinfo, at, hostport = parts.netloc.rpartition("@")
@@ -56,7 +56,7 @@ class RedisStore(Store):
             raise StoreConfigError(_INSTALL_HINT) from error
         parts = urlsplit(url)
         if parts.scheme not in ("redis", "rediss"):
-            raise InputError(f"not a redis URL (redis://host:port/db): {_masked(url)}")
+            raise InputError(f"not a redis URL (redis://host:port/db): {masked_url(url)}")
         query = parse_qsl(parts.query, keep_blank_values=True)
         url_ttl = [value for name, value in query if name == "ttl"]
         if ttl is None and url_ttl:
@@ -65,7 +65,7 @@ class RedisStore(Store):
         if not 0.001 <= self.ttl <= _MAX_TTL:
             raise InputError(f"the redis store's ttl must be a positive number of seconds, not {ttl!r}")
         client_url = urlunsplit(parts._replace(query=urlencode([(n, v) for n, v in query if n != "ttl"])))
-        self.url = _masked(url)
+        self.url = masked_url(url)
         self._ttl_ms = round(self.ttl * 1000)
         self._errors: tuple[type[BaseException], ...] = (redis.RedisError, OSError)
         try:
@@ -184,4 +184,4 @@ def _parse_ttl(value: str, url: str) -> float:
     try:
         return float(value)
     except ValueError:
-        raise InputError(f"the ttl in {_masked(url)} is not a number of seconds: {value!r}") from None
+        raise InputError(f"the ttl in {masked_url(url)} is not a number of seconds: {value!r}") from None
