@@ -6,8 +6,8 @@ deterministic: the same body gives the same bytes, in this process or another,
 and managing a managed body changes nothing.
 
 The session id namespaces the archive. When none is given, it is derived from
-the conversation itself (its system prompt and its task, the first message
-that is not a system message), so every request of one conversation lands in
+the conversation itself (its system prompt and its task, the opening run of
+messages after the system prompt), so every request of one conversation lands in
 the same namespace, even across restarts and processes. Two conversations
 that really begin alike share one, which is harmless: keys are content hashes,
 and nothing is removed while any session holding the archive is alive.
