@@ -228,9 +228,7 @@ def breakdown(conversation: Conversation, policy: Policy) -> dict[str, float]:
         (session_module, "enforce", "budget"),
         (wire_module, "render", "render"),
         (budget_module, "make_preview", "new results"),
-        (budget_module, "summary_detail", "new results"),
-        (budget_module, "error_lines", "new results"),
-        (budget_module, "exit_status", "new results"),
+        (budget_module, "summarize_result", "new results"),
     ]
     saved = [(module, attr, getattr(module, attr)) for module, attr, _ in patches]
     for module, attr, name in patches:

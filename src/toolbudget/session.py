@@ -216,6 +216,34 @@ def _same_request(a: Request, b: Request) -> bool:
     return a.system == b.system and a.tools == b.tools and a.extra == b.extra and a.form == b.form
 
 
+class _KeepFailed(Exception):
+    """The check went through and the writes failed: only the absent keys are lost."""
+
+    def __init__(self, absent: set[str], error: StoreError) -> None:
+        super().__init__(str(error))
+        self.absent = absent
+        self.error = error
+
+
+def _check_and_keep(
+    store: Store, session: str, keys: list[str], pending: Mapping[str, str]
+) -> tuple[set[str], set[str]]:
+    """Which of ``keys`` were absent, and which of those could not be kept.
+
+    The writes come with a look at the other keys after them: a store that
+    evicts may have dropped an old entry to make room for a new one.
+    """
+    absent = store.missing(session, keys)
+    if not absent:
+        return absent, set()
+    items = {key: pending[key].encode("utf-8", "surrogatepass") for key in sorted(absent)}
+    held = [key for key in keys if key not in absent]
+    try:
+        return absent, store.put_many(session, items, held)
+    except StoreError as exc:
+        raise _KeepFailed(absent, exc) from exc
+
+
 class _SessionArchive(Archive):
     """The archive of one session in its store, with keys only this session can compute.
 
@@ -274,23 +302,21 @@ class _SessionArchive(Archive):
         session = self.session
         keys = sorted(pending)
         try:
-            absent = session._store_call(session.store.missing, session.id, keys)
+            store = session.store
+        except StoreError as exc:
+            session._store_failed(exc)
+            return frozenset(keys)
+        try:
+            # One trip to the store's worker for the check and the writes.
+            absent, failed = session._store_call(_check_and_keep, store, session.id, keys, pending)
         except StoreError as exc:
             session._store_failed(exc)
             return frozenset(keys)  # nothing could be checked: no marker may promise a key
-        if absent:
-            items = {key: pending[key].encode("utf-8", "surrogatepass") for key in sorted(absent)}
-            try:
-                # The writes, and a look at the rest after them: a store that evicts may have
-                # dropped an old entry to make room for a new one.
-                held = [key for key in keys if key not in absent]
-                failed: set[str] = session._store_call(session.store.put_many, session.id, items, held)
-            except StoreError as exc:
-                session._store_failed(exc)
-                return frozenset(absent)
-            session._keys_this_call.extend(key for key in items if key not in failed)
-            return frozenset(failed)
-        return frozenset()
+        except _KeepFailed as failure:
+            session._store_failed(failure.error)
+            return frozenset(failure.absent)
+        session._keys_this_call.extend(key for key in sorted(absent) if key not in failed)
+        return frozenset(failed)
 
     def original(self, key: str) -> str | None:
         session = self.session
@@ -477,7 +503,7 @@ class Session:
                 holder = self._store_call(store.hold, self._id)
                 self._lease.dir_store, self._lease.session_id = store, self._id
                 self._lease.holder = holder
-            else:
+            elif store.renew_due(self._id):
                 self._store_call(store.renew, self._id, self._holder)
 
     @contextlib.contextmanager

@@ -179,6 +179,11 @@ class DirStore(Store):
         self._renewed[session] = self._clock()
         return name
 
+    def renew_due(self, session: str) -> bool:
+        """Whether :meth:`renew` would write now; no I/O, so a caller can skip the call."""
+        last = self._renewed.get(session, float("-inf"))
+        return self._clock() - last >= min(RENEW_EVERY, self.ttl / 4)
+
     def renew(self, session: str, holder: str | None) -> None:
         """Note that the session is in use now; cheap enough to call on every request.
 
@@ -188,9 +193,9 @@ class DirStore(Store):
         whose file is gone (its directory removed by hand while the session
         ran) is made again.
         """
-        now = self._clock()
-        if now - self._renewed.get(session, float("-inf")) < min(RENEW_EVERY, self.ttl / 4):
+        if not self.renew_due(session):
             return
+        now = self._clock()
         self._renewed[session] = now
         directory = self._session_dir(session)
         with contextlib.suppress(OSError):
