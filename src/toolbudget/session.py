@@ -216,32 +216,23 @@ def _same_request(a: Request, b: Request) -> bool:
     return a.system == b.system and a.tools == b.tools and a.extra == b.extra and a.form == b.form
 
 
-class _KeepFailed(Exception):
-    """The check went through and the writes failed: only the absent keys are lost."""
-
-    def __init__(self, absent: set[str], error: StoreError) -> None:
-        super().__init__(str(error))
-        self.absent = absent
-        self.error = error
-
-
 def _check_and_keep(
     store: Store, session: str, keys: list[str], pending: Mapping[str, str]
-) -> tuple[set[str], set[str]]:
-    """Which of ``keys`` were absent, and which of those could not be kept.
+) -> tuple[set[str], set[str], StoreError | None]:
+    """Which of ``keys`` were absent, which of those could not be kept, and why.
 
     The writes come with a look at the other keys after them: a store that
     evicts may have dropped an old entry to make room for a new one.
     """
     absent = store.missing(session, keys)
     if not absent:
-        return absent, set()
+        return absent, set(), None
     items = {key: pending[key].encode("utf-8", "surrogatepass") for key in sorted(absent)}
     held = [key for key in keys if key not in absent]
     try:
-        return absent, store.put_many(session, items, held)
+        return absent, store.put_many(session, items, held), None
     except StoreError as exc:
-        raise _KeepFailed(absent, exc) from exc
+        return absent, absent, exc
 
 
 class _SessionArchive(Archive):
@@ -274,14 +265,12 @@ class _SessionArchive(Archive):
     def keep(self, text: str) -> tuple[str, str | None]:
         key = self.key_for(text)
         session = self.session
-        if key in self.lost:
-            raise StoreError(f"the store could not keep {key}")
         if self.pending is not None:
-            self.pending[key] = text
-            return key, session.store.location(session.id, key)
-        # Outside a request's batch (recovery): kept now, within the request's time.
-        session._store_call(session.store.put, session.id, key, text.encode("utf-8", "surrogatepass"))
-        session._keys_this_call.append(key)
+            self.still(key, text)
+        else:
+            # Outside a request's batch (recovery): kept now, within the request's time.
+            session._store_call(session.store.put, session.id, key, text.encode("utf-8", "surrogatepass"))
+            session._keys_this_call.append(key)
         return key, session.store.location(session.id, key)
 
     def still(self, key: str, text: str) -> None:
@@ -308,13 +297,12 @@ class _SessionArchive(Archive):
             return frozenset(keys)
         try:
             # One trip to the store's worker for the check and the writes.
-            absent, failed = session._store_call(_check_and_keep, store, session.id, keys, pending)
+            absent, failed, error = session._store_call(_check_and_keep, store, session.id, keys, pending)
         except StoreError as exc:
             session._store_failed(exc)
             return frozenset(keys)  # nothing could be checked: no marker may promise a key
-        except _KeepFailed as failure:
-            session._store_failed(failure.error)
-            return frozenset(failure.absent)
+        if error is not None:
+            session._store_failed(error)
         session._keys_this_call.extend(key for key in sorted(absent) if key not in failed)
         return frozenset(failed)
 
@@ -537,13 +525,13 @@ class Session:
     def manage_request(self, request: Request) -> tuple[Request, Report]:
         """The same pipeline on a parsed request."""
         with self._lock, self._request_time():
+            self._bind(request)
             return self._pipeline(request)
 
     def _manage_request(self, body: Any, parsed: dict[str, Any], request: Request) -> Managed:
         last = self._last
         out: dict[str, Any] | None
-        if last is not None:
-            self._bind(request)  # a retry, too, is a sign of life that renews the holder
+        self._bind(request)  # a retry, too, is a sign of life that renews the holder
         if (
             last is not None
             and last.policy is self.policy
@@ -580,13 +568,11 @@ class Session:
         if not keys:
             return True
         try:
-            with self._request_time():
-                return not self._store_call(self.store.missing, self.id, keys)
+            return not self._store_call(self.store.missing, self.id, keys)
         except StoreError:
             return False  # cut again: what cannot be checked is not promised
 
     def _pipeline(self, request: Request) -> tuple[Request, Report]:
-        self._bind(request)
         self._keys_this_call = []
         repaired, repairs = repair_request(request)
         known = self._sizes(request.api)
@@ -603,7 +589,6 @@ class Session:
                 archive.collect()
                 archive.lost = lost
                 budgeted = enforce(repaired, self.policy, archive, schedule=self._schedule, sizes=sizes)
-                archive.pending = None
         finally:
             archive.pending = None
             archive.lost = frozenset()

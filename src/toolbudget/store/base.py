@@ -153,9 +153,8 @@ class Store(ABC):
                 raise TypeError(f"store data is bytes, not {type(data).__name__}")
         self._check_session(session)
         self._check_open()
-        failed = self._put_many(session, items) if items else set()
-        rest = [key for key in (check or []) if is_key(key) and key not in failed]
-        return failed | (self._missing(session, rest) if rest else set())
+        rest = [key for key in dict.fromkeys(check or []) if is_key(key) and key not in items]
+        return self._put_many(session, items, rest)
 
     def missing(self, session: str, keys: list[str]) -> set[str]:
         """Which of ``keys`` the store does not hold; the ones it holds are accessed."""
@@ -223,16 +222,22 @@ class Store(ABC):
     def _path(self, session: str, key: str) -> str | None:
         return None
 
-    def _put_many(self, session: str, items: dict[str, bytes]) -> set[str]:
-        failed: set[str] = set()
+    def _put_many(self, session: str, items: dict[str, bytes], check: list[str]) -> set[str]:
+        """The writes, then a look at ``check``; a backend with pipelines does both in one trip."""
+        failed = self._put_each(session, items) if items else set()
+        return failed | (self._missing(session, check) if check else set())
+
+    def _put_each(self, session: str, items: dict[str, bytes]) -> set[str]:
+        """Write each entry; the keys that failed, or :class:`StoreError` when all of them did."""
+        failed: dict[str, StoreError] = {}
         for key, data in items.items():
             try:
                 self._put(session, key, data)
-            except StoreError:
-                failed.add(key)
+            except StoreError as error:
+                failed[key] = error
         if failed and len(failed) == len(items):
-            self._put(session, *next(iter(items.items())))  # the whole store fails: say why
-        return failed
+            raise next(iter(failed.values()))
+        return set(failed)
 
     def _missing(self, session: str, keys: list[str]) -> set[str]:
         return {key for key in keys if self._get(session, key) is None}

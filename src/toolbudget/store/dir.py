@@ -349,17 +349,9 @@ class DirStore(Store):
     # -- the backend ---------------------------------------------------------
 
     def _put(self, session: str, key: str, data: bytes) -> None:
-        directory = self._session_dir(session)
-        results = os.path.join(directory, _RESULTS)
-        try:
-            self._private_dir(directory)
-            self._private_dir(results)
-            _sweep_parts(results)
-            _write_new(results, key + _SUFFIX, data)
-        except OSError as error:
-            raise StoreError(f"cannot keep {key} in {results}: {_why(error)}") from error
+        self._put_each(session, {key: data})
 
-    def _put_many(self, session: str, items: dict[str, bytes]) -> set[str]:
+    def _put_each(self, session: str, items: dict[str, bytes]) -> set[str]:
         """Keep a batch, readying the directory (and tidying its temp files) once, not once an entry.
 
         A long history's first request keeps thousands of cuts in one batch,
@@ -368,12 +360,13 @@ class DirStore(Store):
         """
         directory = self._session_dir(session)
         results = os.path.join(directory, _RESULTS)
+        what = next(iter(items)) if len(items) == 1 else f"{len(items)} entries"
         try:
             self._private_dir(directory)
             self._private_dir(results)
             _sweep_parts(results)
         except OSError as error:
-            raise StoreError(f"cannot keep {len(items)} entries in {results}: {_why(error)}") from error
+            raise StoreError(f"cannot keep {what} in {results}: {_why(error)}") from error
         failed: dict[str, OSError] = {}
 
         def write(batch: list[tuple[str, bytes]]) -> None:
@@ -399,7 +392,7 @@ class DirStore(Store):
                 writer.join()
         if failed and len(failed) == len(items):
             why = _why(next(iter(failed.values())))
-            raise StoreError(f"cannot keep {len(items)} entries in {results}: {why}")
+            raise StoreError(f"cannot keep {what} in {results}: {why}")
         return set(failed)
 
     def _get(self, session: str, key: str) -> bytes | None:

@@ -26,10 +26,7 @@ from typing import Any, TypeVar
 
 from ..errors import StoreError
 
-__all__ = ["DEFAULT_STORE_TIMEOUT", "Deadline", "StoreGuard"]
-
-DEFAULT_STORE_TIMEOUT = 1.0
-"""Seconds one ``manage`` call may wait for its store in all."""
+__all__ = ["Deadline", "StoreGuard"]
 
 COOL_DOWN = 5.0
 """Seconds a store that missed a deadline is skipped before it is asked again."""
@@ -102,8 +99,6 @@ class StoreGuard:
         self._worker: _Worker | None = None
         self._stuck: Future[Any] | None = None
         self._open_until = 0.0
-        self.skipped = 0
-        """Calls refused because the breaker was open: each is a cut that could not be kept."""
 
     @property
     def open(self) -> bool:
@@ -116,17 +111,13 @@ class StoreGuard:
             return True
         return self._clock() < self._open_until
 
-    def call(self, deadline: Deadline | None, fn: Callable[..., T], *args: object) -> T:
+    def call(self, deadline: Deadline, fn: Callable[..., T], *args: object) -> T:
         """``fn(*args)``, or :class:`StoreError` when it cannot finish within ``deadline``."""
-        if deadline is None:
-            return fn(*args)
         with self._lock:
             if self._is_open():
-                self.skipped += 1
                 raise StoreError(f"the store {self.url} is not answering; skipped until it does")
             left = deadline.left()
             if left <= 0:
-                self.skipped += 1
                 raise StoreError(f"the store {self.url} used up this request's time")
             if self._worker is None:
                 self._worker = _Worker()

@@ -19,7 +19,7 @@ from typing import NoReturn
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from ..errors import InputError, StoreConfigError, StoreError
-from .base import DEFAULT_TTL, Store, check_key, is_key, namespace
+from .base import DEFAULT_TTL, Store, is_key, namespace
 
 __all__ = ["RedisStore", "masked_url"]
 
@@ -104,15 +104,9 @@ class RedisStore(Store):
             return value
         raise StoreError(f"unexpected reply from {self.url}: {type(value).__name__}")
 
-    def put_many(self, session: str, items: dict[str, bytes], check: list[str] | None = None) -> set[str]:
+    def _put_many(self, session: str, items: dict[str, bytes], check: list[str]) -> set[str]:
         """The writes and the look afterwards in one pipeline: one round trip."""
-        for key, data in items.items():
-            check_key(key)
-            if not isinstance(data, bytes):
-                raise TypeError(f"store data is bytes, not {type(data).__name__}")
-        self._check_session(session)
-        self._check_open()
-        keys = list(items) + [key for key in dict.fromkeys(check or []) if is_key(key) and key not in items]
+        keys = [*items, *check]
         try:
             with self._client.pipeline(transaction=False) as pipe:
                 for key, data in items.items():
