@@ -991,3 +991,37 @@ def test_redis_url_password_is_masked(redis_package: None) -> None:
     with pytest.raises(InputError) as caught:
         RedisStore("redis://:s3cret@127.0.0.1:notaport/0")
     assert "s3cret" not in str(caught.value)
+
+
+_OPENER = """
+import sys, time
+from pathlib import Path
+from toolbudget.store import SqliteStore
+Path(sys.argv[2]).touch()
+while not Path(sys.argv[3]).exists():
+    time.sleep(0.001)
+print(SqliteStore(sys.argv[1]).read_only)
+"""
+
+
+def test_processes_opening_a_new_sqlite_file_at_once_all_may_write(tmp_path: Path) -> None:
+    # A lock held by another process creating the schema is not a lack of write access.
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    for attempt in range(10):
+        path, go = tmp_path / f"db{attempt}.sqlite", tmp_path / f"go{attempt}"
+        ready = [tmp_path / f"ready{attempt}-{n}" for n in range(4)]
+        openers = [
+            subprocess.Popen(
+                [sys.executable, "-c", _OPENER, str(path), str(flag), str(go)],
+                env=env,
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+            for flag in ready
+        ]
+        deadline = time.monotonic() + 30
+        while not all(flag.exists() for flag in ready) and time.monotonic() < deadline:
+            time.sleep(0.005)
+        go.touch()  # all at once
+        answers = [opener.communicate(timeout=60)[0].strip() for opener in openers]
+        assert answers == ["False"] * 4, answers

@@ -248,16 +248,25 @@ class SqliteStore(Store):
                 raise StoreError(f"cannot {doing} in {self.file}: {error}") from error
 
     def _connect(self) -> sqlite3.Connection:
-        try:
-            return self._connect_rw()
-        except StoreError:
-            # No write access (a read-only mount, a full disk, a file we may only read): what the
-            # file holds can still be recalled.
-            conn = self._connect_ro()
-            if conn is None:
-                raise
-            self.read_only = True
-            return conn
+        deadline = time.monotonic() + self._timeout
+        while True:
+            try:
+                return self._connect_rw()
+            except StoreError as error:
+                if _busy(error) and time.monotonic() < deadline:
+                    # Another process is creating the file or its schema right now: SQLite
+                    # answers some of those races at once instead of waiting, so wait here.
+                    time.sleep(0.01)
+                    continue
+                if _busy(error):
+                    raise
+                # No write access (a read-only mount, a full disk, a file we may only read): what
+                # the file holds can still be recalled.
+                conn = self._connect_ro()
+                if conn is None:
+                    raise
+                self.read_only = True
+                return conn
 
     def _connect_rw(self) -> sqlite3.Connection:
         try:
@@ -343,6 +352,14 @@ class SqliteStore(Store):
             raise StoreError(
                 f"{self.file} was written by a newer toolbudget (schema {version}); upgrade toolbudget"
             )
+
+
+def _busy(error: StoreError) -> bool:
+    """Whether ``error`` is another connection holding a lock, which passes, not a lack of access."""
+    cause = error.__cause__
+    return isinstance(cause, sqlite3.OperationalError) and any(
+        word in str(cause) for word in ("locked", "busy")
+    )
 
 
 def _statements(script: str) -> Iterator[str]:
