@@ -396,3 +396,77 @@ def test_the_next_turn_starts_at_the_level_that_fit(llama_url: str, api: str) ->
         assert len(report.attempts) == 1
         assert task_of(wire.bodies[0]) == TASK
     print(f"\n{api}: first call level {level}, second call level {report.level}, statuses {wire.statuses}")
+
+
+# --------------------------------------------------------------------------- sync and async alike
+
+
+@pytest.mark.parametrize("api", ["openai-chat", "anthropic"])
+def test_sync_and_async_clients_send_the_same_bytes_to_the_real_server(llama_url: str, api: str) -> None:
+    """One scripted call, over the window and cut by ``max_tokens``, through both clients: one flow."""
+    import asyncio
+
+    httpx2 = sdk("httpx2")
+    greedy = {"temperature": 0} if api == "openai-chat" else {"extra_body": {"temperature": 0}}
+    request = {**body(synthetic(), api, 4), **greedy}
+    policy = Policy(max_token_escalations=1)
+
+    def sync_call() -> tuple[list[bytes], Any]:
+        sent: list[bytes] = []
+        http = httpx2.Client(event_hooks={"request": [lambda r: sent.append(r.content)]}, timeout=120)
+        with Session("parity", store="memory:", policy=policy) as managed:
+            if api == "openai-chat":
+                client: Any = wrap(
+                    sdk("openai").OpenAI(
+                        base_url=f"{llama_url}/v1", api_key="x", max_retries=0, http_client=http
+                    ),
+                    session=managed,
+                )
+                answer = client.chat.completions.create(**request)
+            else:
+                client = wrap(
+                    sdk("anthropic").Anthropic(
+                        base_url=llama_url, api_key="x", max_retries=0, http_client=http
+                    ),
+                    session=managed,
+                )
+                answer = client.messages.create(**request)
+        http.close()
+        return sent, answer
+
+    async def async_call() -> tuple[list[bytes], Any]:
+        sent: list[bytes] = []
+
+        async def record(r: Any) -> None:
+            sent.append(r.content)
+
+        http = httpx2.AsyncClient(event_hooks={"request": [record]}, timeout=120)
+        with Session("parity", store="memory:", policy=policy) as managed:
+            if api == "openai-chat":
+                client: Any = wrap(
+                    sdk("openai").AsyncOpenAI(
+                        base_url=f"{llama_url}/v1", api_key="x", max_retries=0, http_client=http
+                    ),
+                    session=managed,
+                )
+                answer = await client.chat.completions.create(**request)
+            else:
+                client = wrap(
+                    sdk("anthropic").AsyncAnthropic(
+                        base_url=llama_url, api_key="x", max_retries=0, http_client=http
+                    ),
+                    session=managed,
+                )
+                answer = await client.messages.create(**request)
+        await http.aclose()
+        return sent, answer
+
+    varying = {"id", "created", "timings"}  # the server's own ids and clocks
+    sent, answer = sync_call()
+    sent_async, answer_async = asyncio.run(async_call())
+    report = answer.toolbudget_report
+    assert report.recovered and report.escalations == 1
+    assert len(sent) == len(report.attempts) + 1 + report.escalations + report.continuations
+    assert sent_async == sent  # byte for byte, request by request
+    assert answer_async.toolbudget_report.as_dict() == report.as_dict()
+    assert answer_async.model_dump(exclude=varying) == answer.model_dump(exclude=varying)

@@ -11,15 +11,18 @@ The public surface is this module; everything else is private and may change.
 - :class:`Session` manages each request: repair, then the budgets of its
   :class:`Policy`, with every cut archived and recallable through
   :func:`recall_tool` and :meth:`Session.handle_recall`.
-- :func:`wrap` wraps an ``anthropic`` or ``openai`` client so every call is
-  managed, recovers from context overflow and escalates cut-off answers;
-  :func:`classify` tells any provider's errors apart.
+- :class:`ManagedCall` is the whole policy of one provider call (manage, send,
+  recover from overflow, lengthen a cut-off answer, report) as a flow that does
+  no I/O; :func:`drive` and :func:`adrive` run it with any sender.
+- :func:`wrap` wraps an ``anthropic`` or ``openai`` client so every call runs
+  that flow; :func:`classify` tells any provider's errors apart.
 """
 
 from __future__ import annotations
 
 from .budget import Cut, Unreachable
-from .clients import CallReport, UnsupportedClient, wrap
+from .callreport import CallReport
+from .clients import UnsupportedClient, wrap
 from .convert import to_request
 from .errors import (
     EncodingError,
@@ -33,6 +36,7 @@ from .errors import (
     TranscriptError,
     UnknownAPIError,
 )
+from .flow import ManagedCall, Outcome, adrive, drive
 from .marker import MARKER_RE, RECALL_TOOL
 from .model import (
     Conversation,
@@ -72,10 +76,12 @@ __all__ = [
     "InputError",
     "InvalidJSON",
     "Managed",
+    "ManagedCall",
     "Media",
     "Message",
     "NotFoundError",
     "Opaque",
+    "Outcome",
     "Policy",
     "RecoveryReport",
     "Repair",
@@ -98,9 +104,11 @@ __all__ = [
     "Unreachable",
     "UnsupportedClient",
     "Violation",
+    "adrive",
     "classify",
     "convert",
     "detect_api",
+    "drive",
     "load_transcript",
     "parse",
     "recall_tool",

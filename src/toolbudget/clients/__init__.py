@@ -100,11 +100,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
+from ..callreport import CallReport
 from ..errors import UnsupportedClient
 from ..session import Session
 from ._call import Wrapping
 from ._client import AsyncClientProxy, ClientProxy
-from ._report import CallReport
 from ._resource import is_async
 
 __all__ = ["CallReport", "UnsupportedClient", "wrap"]

@@ -1,14 +1,12 @@
-"""One intercepted SDK call: manage, send, recover, lengthen, report. Sync and async alike.
+"""One intercepted SDK call: the SDK's objects into the one managed call, and back out.
 
-The recovery loop (:mod:`toolbudget.recovery.loop`) and the output plan
-(:class:`~toolbudget.recovery.output.Stretch`) decide everything; this module
-only drives them with the SDK's own method and turns answers into JSON and back.
-
-An answer stopped by the context window (not by ``max_tokens``) is raised
-inside the send as :class:`~toolbudget.recovery.output.ContextWindowFull`, so
-the ladder shrinks the history exactly as for a refused prompt. If the ladder
-runs out while the last answer was such a cut one, that answer is returned
-(cut off, and saying so) rather than an error: the provider did answer.
+The flow (:class:`toolbudget.flow.ManagedCall`) decides everything: what to
+send, when to recover, lengthen or give up, and what the report says. This
+module is the SDK's edge of it: a :class:`Plan` says how the flow reads the
+SDK's answers (their JSON, or nothing for a stream or a raw response), and
+how its outcome becomes what the SDK method returns (an answer of the SDK's
+own type, carrying the report). :func:`run` and :func:`arun` drive it with
+the SDK's sync or async method.
 """
 
 from __future__ import annotations
@@ -18,26 +16,13 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..recovery.ladder import RecoveryReport
-from ..recovery.loop import Climb, acall_with_recovery, call_with_recovery
-from ..recovery.output import ContextWindowFull, Cutoff, Stretch, finalize, is_cut_off
-from ..session import Report, Session
-from ._body import CallArgs
+from ..callreport import CallReport
+from ..flow import ManagedCall, Outcome, adrive, drive, opaque
+from ..recovery.output import is_cut_off
+from ..session import Session
 from ._observe import observe
-from ._report import CallReport
 
-__all__ = [
-    "Endpoint",
-    "Wrapping",
-    "acall",
-    "aonce",
-    "astream",
-    "call",
-    "dump",
-    "once",
-    "rebuild",
-    "stream",
-]
+__all__ = ["Plan", "Wrapping", "arun", "dump", "rebuild", "run"]
 
 OnReport = Callable[[CallReport], None]
 
@@ -72,18 +57,6 @@ class Wrapping:
             self.on_report(report)
 
 
-@dataclass(frozen=True, slots=True)
-class Endpoint:
-    """One SDK method toolbudget manages, and what it needs to know about it."""
-
-    api: str
-    method: Callable[..., Any]
-    errors: tuple[type[BaseException], ...]
-    """The SDK's API errors (status, connection, timeout): a follow-up failing so ends the follow-ups."""
-    cap: int | None = None
-    """A lower output cap than the model's, where the SDK refuses more (Anthropic without streaming)."""
-
-
 def attach(target: Any, report: CallReport) -> None:
     """``target.toolbudget_report = report``, bypassing pydantic's checks (it is not a field)."""
     with contextlib.suppress(AttributeError, TypeError):
@@ -111,141 +84,77 @@ def rebuild(template: Any, data: dict[str, Any]) -> Any:
     return answer
 
 
-def _manage_report(session: Session, climb: Climb | None) -> Report:
-    if climb is not None:
-        return climb.managed.report
-    report = session.last_report
-    assert report is not None  # Climb managed the body before anything could fail
-    return report
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """One intercepted call: its body, how the flow reads the SDK's answers, and what the caller gets.
 
+    ``kind`` is ``create`` (a plain answer, read as JSON and lengthened when
+    cut off), ``stream`` (a stream, recovered before its first event and then
+    watched) or ``once`` (a raw response, a parsed answer, a token count:
+    recovered, returned as the SDK made it).
+    """
 
-class _Window:
-    """The last answer cut by the context window, if the last send got one."""
+    wrapping: Wrapping
+    api: str
+    kind: str
+    body: dict[str, Any]
+    cap: int | None = None
+    """A lower output cap than the model's, where the SDK refuses more (Anthropic without streaming)."""
+    errors: tuple[type[BaseException], ...] = ()
+    """The SDK's API errors (status, connection, timeout): a follow-up failing so ends the follow-ups."""
 
-    def __init__(self) -> None:
-        self.answer: Any = None
-        self.cutoff: Cutoff | None = None
+    def flow(self) -> ManagedCall:
+        return ManagedCall(
+            self.wrapping.session,
+            self.body,
+            self.api,
+            read=dump if self.kind == "create" else opaque,
+            cap=self.cap,
+            followup_errors=self.errors,
+            stream=self.kind == "stream",
+        )
 
-    def check(self, answer: Any, api: str) -> Any:
-        self.answer, self.cutoff = None, None
-        cut = is_cut_off(dump(answer), api)
-        if cut is not None and cut.context_window:
-            self.answer, self.cutoff = answer, cut
-            raise ContextWindowFull(answer, cut)
+    def finish(self, outcome: Outcome) -> Any:
+        """What the SDK method returns: the answer (rebuilt when the flow changed it), with the report."""
+        if self.kind == "stream":
+            return _watch(self.wrapping, outcome.report, outcome.first)
+        answer = outcome.first
+        if outcome.changed and outcome.data is not None:
+            answer = rebuild(outcome.last, outcome.data)
+        self.wrapping.deliver(answer, outcome.report)
         return answer
 
-
-def _finish(
-    wrapping: Wrapping, endpoint: Endpoint, climb: Climb, first: Any, last: Any, stretch: Stretch
-) -> Any:
-    result, dropped = stretch.result()
-    changed = stretch.followed_up or dropped
-    answer = rebuild(last, result) if changed else first
-    report = CallReport(
-        endpoint.api,
-        climb.managed.report,
-        climb.report(bool(climb.attempts)),
-        stretch.escalations,
-        stretch.continuations,
-        tuple(stretch.cutoffs),
-        is_cut_off(result, endpoint.api),
-        dropped,
-        stretch.error,
-    )
-    wrapping.deliver(answer, report)
-    return answer
+    def gave_up(self, error: BaseException) -> None:
+        """The ladder ran out: ``on_report`` hears the report the provider's error carries."""
+        report = getattr(error, "toolbudget_report", None)
+        if isinstance(report, CallReport) and self.wrapping.on_report is not None:
+            self.wrapping.on_report(report)
 
 
-def _window_answer(wrapping: Wrapping, endpoint: Endpoint, window: _Window, error: BaseException) -> Any:
-    """The ladder ran out, but the last try got an answer (cut by the window): return it."""
-    result, dropped = finalize(dump(window.answer), endpoint.api)
-    answer = rebuild(window.answer, result) if dropped else window.answer
-    recovery = getattr(error, "toolbudget_report", None)
-    assert window.cutoff is not None
-    report = CallReport(
-        endpoint.api,
-        _manage_report(wrapping.session, None),
-        recovery if isinstance(recovery, RecoveryReport) else RecoveryReport(),
-        cutoffs=(window.cutoff,),
-        final_cutoff=is_cut_off(result, endpoint.api) or window.cutoff,
-        dropped_calls=dropped,
-    )
-    wrapping.deliver(answer, report)
-    return answer
-
-
-def _gave_up(wrapping: Wrapping, api: str, error: BaseException) -> None:
-    """The ladder ran out: the provider's error carries the call's report (and ``on_report`` hears it)."""
-    recovery = getattr(error, "toolbudget_report", None)
-    if isinstance(recovery, RecoveryReport):
-        wrapping.deliver(error, CallReport(api, _manage_report(wrapping.session, None), recovery))
-
-
-def call(wrapping: Wrapping, endpoint: Endpoint, args: CallArgs) -> Any:
-    """A non-streaming call, managed, recovered and lengthened."""
-    session = wrapping.session
-    window = _Window()
-
-    def send(body: Any) -> Any:
-        return window.check(endpoint.method(**args.kwargs(body)), endpoint.api)
-
+def run(plan: Plan, send: Callable[[Any], Any]) -> Any:
+    """Drive ``plan``'s flow with the SDK's sync ``send``."""
     try:
-        first, climb = call_with_recovery(session, args.body, send, endpoint.api)
+        outcome = drive(plan.flow(), send)
     except Exception as exc:
-        if window.answer is None:
-            _gave_up(wrapping, endpoint.api, exc)
-            raise
-        return _window_answer(wrapping, endpoint, window, exc)
-    stretch = Stretch(climb.body, endpoint.api, session.policy, cap=endpoint.cap)
-    last = first
-    body = stretch.next_body(dump(first))
-    while body is not None:
-        try:
-            last = endpoint.method(**args.kwargs(body))
-        except endpoint.errors as exc:
-            body = stretch.failed(exc)
-            continue
-        body = stretch.next_body(dump(last))
-    return _finish(wrapping, endpoint, climb, first, last, stretch)
+        plan.gave_up(exc)
+        raise
+    return plan.finish(outcome)
 
 
-async def acall(wrapping: Wrapping, endpoint: Endpoint, args: CallArgs) -> Any:
-    """:func:`call` for an async SDK method."""
-    session = wrapping.session
-    window = _Window()
-
-    async def send(body: Any) -> Any:
-        return window.check(await endpoint.method(**args.kwargs(body)), endpoint.api)
-
+async def arun(plan: Plan, send: Callable[[Any], Awaitable[Any]]) -> Any:
+    """:func:`run` with the SDK's async ``send``."""
     try:
-        first, climb = await acall_with_recovery(session, args.body, send, endpoint.api)
+        outcome = await adrive(plan.flow(), send)
     except Exception as exc:
-        if window.answer is None:
-            _gave_up(wrapping, endpoint.api, exc)
-            raise
-        return _window_answer(wrapping, endpoint, window, exc)
-    stretch = Stretch(climb.body, endpoint.api, session.policy, cap=endpoint.cap)
-    last = first
-    body = stretch.next_body(dump(first))
-    while body is not None:
-        try:
-            last = await endpoint.method(**args.kwargs(body))
-        except endpoint.errors as exc:
-            body = stretch.failed(exc)
-            continue
-        body = stretch.next_body(dump(last))
-    return _finish(wrapping, endpoint, climb, first, last, stretch)
+        plan.gave_up(exc)
+        raise
+    return plan.finish(outcome)
 
 
-# --------------------------------------------------------------------------- streams
-
-
-def _watch(wrapping: Wrapping, api: str, climb: Climb, opened: Any) -> Any:
+def _watch(wrapping: Wrapping, report: CallReport, opened: Any) -> Any:
     """Report the opened stream now (recovery is over), and again, to ``on_report``, when it ends."""
-    report = CallReport(
-        api, climb.managed.report, climb.report(bool(climb.attempts)), stream=True, stream_finished=False
-    )
     wrapping.deliver(opened, report, callback=False)
+    api = report.api
 
     def ended(answer: dict[str, Any] | None, finished: bool) -> None:
         cut = is_cut_off(answer, api) if answer is not None else None
@@ -255,59 +164,3 @@ def _watch(wrapping: Wrapping, api: str, climb: Climb, opened: Any) -> Any:
     if not observe(opened, api, ended) and wrapping.on_report is not None:
         wrapping.on_report(report)  # a stream we cannot watch: report what is known now
     return opened
-
-
-def stream(wrapping: Wrapping, api: str, body: dict[str, Any], open_: Callable[[Any], Any]) -> Any:
-    """Open a stream with the history managed, recovering from overflow before its first byte."""
-    try:
-        opened, climb = call_with_recovery(wrapping.session, body, open_, api)
-    except Exception as exc:
-        _gave_up(wrapping, api, exc)
-        raise
-    return _watch(wrapping, api, climb, opened)
-
-
-async def astream(
-    wrapping: Wrapping, api: str, body: dict[str, Any], open_: Callable[[Any], Awaitable[Any]]
-) -> Any:
-    """:func:`stream` for an async SDK."""
-    try:
-        opened, climb = await acall_with_recovery(wrapping.session, body, open_, api)
-    except Exception as exc:
-        _gave_up(wrapping, api, exc)
-        raise
-    return _watch(wrapping, api, climb, opened)
-
-
-# --------------------------------------------------------------------------- sent once
-
-
-def _once_report(wrapping: Wrapping, api: str, climb: Climb, result: Any) -> Any:
-    wrapping.deliver(result, CallReport(api, climb.managed.report, climb.report(bool(climb.attempts))))
-    return result
-
-
-def once(wrapping: Wrapping, api: str, body: dict[str, Any], open_: Callable[[Any], Any]) -> Any:
-    """Managed and recovered from overflow, but never lengthened: raw responses, ``parse``, counting.
-
-    What these return is read by the caller in its own way (the HTTP response,
-    a parsed Python object), so a second answer cannot be merged into it.
-    """
-    try:
-        result, climb = call_with_recovery(wrapping.session, body, open_, api)
-    except Exception as exc:
-        _gave_up(wrapping, api, exc)
-        raise
-    return _once_report(wrapping, api, climb, result)
-
-
-async def aonce(
-    wrapping: Wrapping, api: str, body: dict[str, Any], open_: Callable[[Any], Awaitable[Any]]
-) -> Any:
-    """:func:`once` for an async SDK."""
-    try:
-        result, climb = await acall_with_recovery(wrapping.session, body, open_, api)
-    except Exception as exc:
-        _gave_up(wrapping, api, exc)
-        raise
-    return _once_report(wrapping, api, climb, result)

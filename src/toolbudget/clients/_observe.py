@@ -15,8 +15,9 @@ like any answer. When the stream ends (its last event read, an error, or
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 __all__ = ["Tap", "observe"]
@@ -180,30 +181,34 @@ def _tap(stream: Any) -> Tap:
     return tap
 
 
+@contextlib.contextmanager
+def _ending(tap: Tap, stop: type[BaseException] | tuple[()]) -> Iterator[None]:
+    """Tell ``tap`` the stream ended: read to its end (``stop``), or broken off by anything else."""
+    try:
+        yield
+    except stop:
+        tap.end(True)
+        raise
+    except BaseException:
+        tap.end(False)
+        raise
+
+
 def _sync_methods(cls: type) -> dict[str, Any]:
     base_iter, base_next, base_close = cls.__iter__, cls.__next__, getattr(cls, "close", None)  # type: ignore[attr-defined]
 
     def __iter__(self: Any) -> Any:
         tap = _tap(self)
-        try:
+        with _ending(tap, ()):
             for item in base_iter(self):
                 tap.see(item)
                 yield item
-        except BaseException:
-            tap.end(False)
-            raise
         tap.end(True)
 
     def __next__(self: Any) -> Any:
         tap = _tap(self)
-        try:
+        with _ending(tap, StopIteration):
             item = base_next(self)
-        except StopIteration:
-            tap.end(True)
-            raise
-        except BaseException:
-            tap.end(False)
-            raise
         tap.see(item)
         return item
 
@@ -219,25 +224,16 @@ def _async_methods(cls: type) -> dict[str, Any]:
 
     async def __aiter__(self: Any) -> Any:
         tap = _tap(self)
-        try:
+        with _ending(tap, ()):
             async for item in base_aiter(self):
                 tap.see(item)
                 yield item
-        except BaseException:
-            tap.end(False)
-            raise
         tap.end(True)
 
     async def __anext__(self: Any) -> Any:
         tap = _tap(self)
-        try:
+        with _ending(tap, StopAsyncIteration):
             item = await base_anext(self)
-        except StopAsyncIteration:
-            tap.end(True)
-            raise
-        except BaseException:
-            tap.end(False)
-            raise
         tap.see(item)
         return item
 

@@ -42,7 +42,7 @@ from ..errors import UnsupportedClient
 from ..marker import RECALL_TOOL
 from ..recall import recall_tool
 from ._body import SDK_OPTIONS, CallArgs, split
-from ._call import Endpoint, Wrapping, acall, aonce, astream, call, once, stream
+from ._call import Plan, Wrapping, arun, run
 from ._proxy import Proxy
 
 __all__ = ["MODES", "Namespace", "Resource", "Spec", "Tree", "is_async"]
@@ -221,67 +221,59 @@ class Resource(_Node):
         # The SDK's Chat helpers that parse tool calls refuse any tool that is not strict.
         strict = spec.api == "openai-chat" and name in ("parse", "stream")
         opens_later = kind == "stream" or mode == "with_streaming_response"
-        plain_create = kind == "create" and not mode
 
-        def prepare(kwargs: dict[str, Any]) -> CallArgs | None:
+        def prepare(kwargs: dict[str, Any]) -> tuple[CallArgs, Plan] | None:
             args = split(kwargs, spec.options, spec.history)
             if spec.history not in args.body:
                 return (
                     None  # nothing to manage (a server-side conversation), or let the SDK say what is missing
                 )
             if wrapping.recall and takes_tools(target):
-                return with_recall(args, spec.api, strict=strict)
-            return args
+                args = with_recall(args, spec.api, strict=strict)
+            return args, _plan(wrapping, spec, kind, mode, args)
 
         if is_async(self._inner):
             if opens_later:
 
                 def aopen(**kwargs: Any) -> Any:
-                    args = prepare(kwargs)
-                    if args is None:
-                        return target(**kwargs)
-                    return _AsyncContext(wrapping, spec.api, args, target, watch=kind == "stream")
+                    prepared = prepare(kwargs)
+                    return target(**kwargs) if prepared is None else _AsyncContext(*prepared, target)
 
                 return aopen
 
-            async def arun(**kwargs: Any) -> Any:
-                args = prepare(kwargs)
-                if args is None:
+            async def asend(**kwargs: Any) -> Any:
+                prepared = prepare(kwargs)
+                if prepared is None:
                     return await target(**kwargs)
+                args, plan = prepared
 
                 async def send(body: Any) -> Any:
                     return await target(**args.kwargs(body))
 
-                if plain_create and args.stream:
-                    return await astream(wrapping, spec.api, args.body, send)
-                if plain_create:
-                    return await acall(wrapping, _endpoint(spec, target, args), args)
-                return await aonce(wrapping, spec.api, args.body, send)
+                return await arun(plan, send)
 
-            return arun
+            return asend
 
-        def run(**kwargs: Any) -> Any:
-            args = prepare(kwargs)
-            if args is None:
+        def call(**kwargs: Any) -> Any:
+            prepared = prepare(kwargs)
+            if prepared is None:
                 return target(**kwargs)
             if opens_later:
-                return _Context(wrapping, spec.api, args, target, watch=kind == "stream")
+                return _Context(*prepared, target)
+            args, plan = prepared
+            return run(plan, lambda body: target(**args.kwargs(body)))
 
-            def send(body: Any) -> Any:
-                return target(**args.kwargs(body))
-
-            if plain_create and args.stream:
-                return stream(wrapping, spec.api, args.body, send)
-            if plain_create:
-                return call(wrapping, _endpoint(spec, target, args), args)
-            return once(wrapping, spec.api, args.body, send)
-
-        return run
+        return call
 
 
-def _endpoint(spec: Spec, target: Callable[..., Any], args: CallArgs) -> Endpoint:
+def _plan(wrapping: Wrapping, spec: Spec, kind: str, mode: str, args: CallArgs) -> Plan:
+    """How the flow treats this call: a plain ``create`` is read and lengthened, a stream watched."""
+    if mode or kind == "once":
+        return Plan(wrapping, spec.api, "once", args.body)
+    if kind == "stream" or args.stream:
+        return Plan(wrapping, spec.api, "stream", args.body)
     error: type[BaseException] = importlib.import_module(spec.sdk).APIError
-    return Endpoint(spec.api, target, (error,), spec.cap(args) if spec.cap else None)
+    return Plan(wrapping, spec.api, "create", args.body, spec.cap(args) if spec.cap else None, (error,))
 
 
 class _Context:
@@ -292,8 +284,8 @@ class _Context:
     SDK's manager yields, and leaving the block leaves the manager that answered.
     """
 
-    def __init__(self, wrapping: Wrapping, api: str, args: CallArgs, make: Any, *, watch: bool) -> None:
-        self._wrapping, self._api, self._args, self._make, self._watch = wrapping, api, args, make, watch
+    def __init__(self, args: CallArgs, plan: Plan, make: Any) -> None:
+        self._args, self._plan, self._make = args, plan, make
         self._manager: Any = None
 
     def _open(self, body: Any) -> Any:
@@ -303,8 +295,7 @@ class _Context:
         return opened
 
     def __enter__(self) -> Any:
-        run = stream if self._watch else once
-        return run(self._wrapping, self._api, self._args.body, self._open)
+        return run(self._plan, self._open)
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
@@ -327,8 +318,7 @@ class _AsyncContext(_Context):
         return opened
 
     async def __aenter__(self) -> Any:
-        run = astream if self._watch else aonce
-        return await run(self._wrapping, self._api, self._args.body, self._aopen)
+        return await arun(self._plan, self._aopen)
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None

@@ -8,14 +8,21 @@ bytes, the call was rate limited, or something else happened.
 :func:`is_cut_off` reads an answer the same way: whether it stopped at its
 output limit (or the context window), and whether a tool call was cut; and
 :class:`Stretch` plans the escalation and continuation that make it whole.
+:class:`Climb` holds one call's way down the recovery ladder; the flow that
+drives both is :class:`toolbudget.flow.ManagedCall`.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from .classify import Classified, ErrorKind, classify
 from .ladder import Attempt, RecoveryFailed, RecoveryReport, shrink
-from .loop import Climb, Fit, acall_with_recovery, call_with_recovery, remembered_fit
+from .loop import Climb, Fit, remembered_fit
 from .output import ContextWindowFull, Cutoff, Stretch, is_cut_off, output_cap
+
+if TYPE_CHECKING:
+    from ..flow import acall_with_recovery, call_with_recovery
 
 __all__ = [
     "Attempt",
@@ -36,3 +43,12 @@ __all__ = [
     "remembered_fit",
     "shrink",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """The recovery-only drivers live with the flow they run (:mod:`toolbudget.flow`), loaded on use."""
+    if name in ("call_with_recovery", "acall_with_recovery"):
+        from .. import flow
+
+        return getattr(flow, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

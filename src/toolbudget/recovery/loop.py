@@ -1,9 +1,9 @@
-"""The recovery loop around one provider call, for sync and async callers alike.
+"""The recovery ladder's state for one provider call.
 
 :class:`Climb` holds the state of one call: it manages the body first, and
-after each failure says what to send next, or re-raises. Both drivers,
-:func:`call_with_recovery` and :func:`acall_with_recovery`, are a few lines
-around it, so the wrappers and the proxy share one behaviour:
+after each failure says what to send next, or re-raises. It sends nothing:
+:class:`toolbudget.flow.ManagedCall` drives it, so the wrappers and the proxy
+share one behaviour:
 
 - an error that is not a context overflow (rate limits, 5xx, timeouts, lost
   connections, anything unknown) is raised unchanged, at once;
@@ -11,8 +11,9 @@ around it, so the wrappers and the proxy share one behaviour:
   the error states the sizes, and every retry sends less than the request
   just refused (the provider's stated count, when there is one, recalibrates
   the estimate first);
-- when the attempts are exhausted, the provider's original error is raised
-  with the recovery report attached as ``toolbudget_report``.
+- when the attempts are exhausted, :meth:`Climb.retry` says so with ``None``,
+  and the caller (:class:`toolbudget.flow.ManagedCall`) raises the give-up,
+  which carries the provider's first error and the report.
 
 A session remembers what fit. A long session that overflowed once would
 otherwise pay a refused round trip on every later turn, since each request is
@@ -36,11 +37,9 @@ answered the same way send the same bytes.
 
 from __future__ import annotations
 
-import contextlib
 import weakref
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from .. import wire
 from ..model import Request
@@ -58,9 +57,7 @@ from .ladder import (
 if TYPE_CHECKING:
     from ..session import Managed, Session
 
-__all__ = ["Climb", "Fit", "acall_with_recovery", "call_with_recovery", "remembered_fit"]
-
-T = TypeVar("T")
+__all__ = ["Climb", "Fit", "remembered_fit"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,8 +150,11 @@ class Climb:
     def report(self, recovered: bool) -> RecoveryReport:
         return RecoveryReport(tuple(self.errors), tuple(self.attempts), recovered, self.remembered)
 
-    def next_body(self, error: BaseException) -> Any:
-        """What to send after ``error``; raises when there is nothing to try."""
+    def retry(self, error: BaseException) -> Any:
+        """What to send after ``error``: the next body, or ``None`` when there is nothing left to try.
+
+        An error that is not a context overflow is raised again, unchanged.
+        """
         classified = classify(error)
         if classified.kind is not ErrorKind.CONTEXT_OVERFLOW:
             raise error
@@ -169,7 +169,7 @@ class Climb:
         refused = estimate_tokens(self.sent)
         self.refused = refused if self.refused is None else min(self.refused, refused)
         if len(self.attempts) >= self.session.policy.max_recovery_attempts:
-            self._give_up()
+            return None
         try:
             shrunk, attempt = next_rung(
                 self.session,
@@ -180,43 +180,6 @@ class Climb:
                 below=refused,
             )
         except RecoveryFailed:
-            self._give_up()
+            return None
         self._send(shrunk, attempt)
         return self.body
-
-    def _give_up(self) -> NoReturn:
-        original = self.first_error
-        assert original is not None
-        with contextlib.suppress(AttributeError):  # exceptions with __slots__ cannot carry it
-            original.toolbudget_report = self.report(False)  # type: ignore[attr-defined]
-        raise original
-
-
-def call_with_recovery(
-    session: Session, body: Any, send: Callable[[Any], T], api: str | None = None
-) -> tuple[T, Climb]:
-    """Manage ``body``, send it, and climb the ladder while the provider says it is too long."""
-    climb = Climb(session, body, api)
-    while True:
-        try:
-            answer = send(climb.body)
-        except Exception as exc:
-            climb.next_body(exc)
-        else:
-            climb.answered()
-            return answer, climb
-
-
-async def acall_with_recovery(
-    session: Session, body: Any, send: Callable[[Any], Awaitable[T]], api: str | None = None
-) -> tuple[T, Climb]:
-    """:func:`call_with_recovery` for async senders."""
-    climb = Climb(session, body, api)
-    while True:
-        try:
-            answer = await send(climb.body)
-        except Exception as exc:
-            climb.next_body(exc)
-        else:
-            climb.answered()
-            return answer, climb

@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..recovery.classify import Classified
-from ..recovery.ladder import Attempt, RecoveryReport
-from ..recovery.output import Cutoff
-from ..session import Report
+from .recovery.classify import Classified
+from .recovery.ladder import Attempt, RecoveryReport
+from .recovery.output import Cutoff
+from .session import Report
 
 __all__ = ["CallReport"]
 
