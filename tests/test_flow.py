@@ -303,7 +303,7 @@ def reply(code: int, data: dict[str, Any]) -> Callable[[], httpx2.Response]:
     return lambda: httpx2.Response(code, json=data, headers={"request-id": "req_1"})
 
 
-OVERFLOW_BODY = {
+OVERFLOW_BODY: dict[str, dict[str, Any]] = {
     "anthropic": {
         "type": "error",
         "error": {
