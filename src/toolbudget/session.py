@@ -529,8 +529,10 @@ class Session:
         ``manage`` and ``cut_result`` hold it themselves: each batch of cuts
         notes the keys its markers name, then checks and writes them in one
         round trip, and another thread's cuts must not land in that batch.
+        Only the session's own work is held: a provider call made between two
+        holds waits for nobody.
         """
-        with self._lock, self._request_time():
+        with self._lock:
             yield self
 
     def _bind(self, request: Request) -> None:
