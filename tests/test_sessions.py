@@ -149,7 +149,7 @@ def test_a_closed_pool_refuses_and_bad_settings_are_refused() -> None:
         pool.for_request(_body("a"), api="openai-chat")
     for bad in ({"max_sessions": 0}, {"idle_seconds": 0}, {"max_sessions": True}):
         with pytest.raises(InputError):
-            Sessions(store="memory:", **bad)  # type: ignore[arg-type]
+            Sessions(store="memory:", **bad)
     with Sessions(store="memory:") as pool, pytest.raises(InputError):
         pool.for_request(b"[1]", api="openai-chat")
 
