@@ -389,8 +389,18 @@ class Session:
     here; a store that is down is not the caller's mistake, and only costs the
     cuts their recall (each marker says so) until it is back.
 
-    Several threads may share a session: its requests are managed one at a
-    time, since each one checks and writes the keys its own markers name.
+    Many threads may share a session, with the answers serial use gives.
+    ``manage``, ``manage_request`` and ``cut_result`` hold the session's lock
+    while they work: each notes the keys its markers name, then checks and
+    writes them in one round trip, and the schedule, the caches and the last
+    answer are the session's. That is enough, and costs little: the work held
+    is the session's own, milliseconds, and the provider call (seconds) comes
+    after it, outside. A recovery rung holds it too (:meth:`exclusive`).
+    ``original``, ``recall`` and ``handle_recall`` read the store without it;
+    each thread's calls have their own bound on the store, and the store,
+    its guard and the archive are made once whichever threads ask first.
+    ``last_report`` is the last call's, whichever thread made it: with
+    threads, read each call's ``Managed.report``.
     """
 
     def __init__(
@@ -418,7 +428,7 @@ class Session:
         self._last: _Last | None = None
         self._schedule = Schedule()
         self.last_report: Report | None = None
-        """The report of the last ``manage`` call."""
+        """The report of the last ``manage`` call (of any thread)."""
         self._store_error: StoreError | None = None
         self._local = threading.local()
         self._lock = threading.RLock()
