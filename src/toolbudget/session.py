@@ -664,7 +664,8 @@ class Session:
         if recall_tool is not None and not (isinstance(recall_tool, str) and is_recall_tool(recall_tool)):
             raise InputError(f"{recall_tool!r} is not a name of the recall tool")
         with self._lock, self._request_time():
-            self.id  # noqa: B018 - raises InputError when the session has no id yet
+            if self._id is None:
+                raise InputError("cut_result needs the session's id: give one, or manage a request first")
             self._hold()
             self._keys_this_call = []
             archive = self.archive
