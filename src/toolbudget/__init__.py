@@ -57,6 +57,7 @@ from .recall import recall_tool
 from .recovery import Classified, ErrorKind, RecoveryReport, classify
 from .recovery.output import Cutoff
 from .session import Managed, Report, Session
+from .sessions import Sessions
 from .transcripts import Transcript, load_transcript
 from .wire import APIS, convert, detect_api, parse, render
 
@@ -89,6 +90,7 @@ __all__ = [
     "Report",
     "Request",
     "Session",
+    "Sessions",
     "ShapeError",
     "StoreConfigError",
     "StoreError",

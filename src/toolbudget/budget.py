@@ -50,7 +50,9 @@ __all__ = [
     "Archive",
     "Budgeted",
     "Cut",
+    "Fresh",
     "Unreachable",
+    "cut_fresh",
     "enforce",
     "message_chars",
     "recall_route",
@@ -512,14 +514,8 @@ def enforce(
         request, sizes = unfolded, None
     slots, seen = _slots(request, policy, archive)
     cutter = _Cutter(policy, archive, on_store_error, recall_route(request))
-    preview_room = policy.preview_chars + MARKER_ROOM
     for slot in slots:
-        if slot.protected:
-            continue
-        cap = policy.cap_for(slot.tool, is_error=slot.result.is_error)
-        if len(slot.original) > cap:
-            # Over its cap: a preview of the policy's shape, never larger than the cap.
-            cutter.preview(slot, min(cap, preview_room), "result_cap")
+        _cap(slot, policy, cutter)
     event = False
     folded = 0
     if schedule is not None and policy.compaction != "off" and slots:
@@ -539,6 +535,56 @@ def enforce(
         event,
         frozenset(cutter.form_keys),
     )
+
+
+def _cap(slot: _Slot, policy: Policy, cutter: _Cutter) -> None:
+    """The first step for every result: over its cap (the tool's own, or the per-result cap), a preview."""
+    if slot.protected:
+        return
+    cap = policy.cap_for(slot.tool, is_error=slot.result.is_error)
+    if len(slot.original) > cap:
+        # Over its cap: a preview of the policy's shape, never larger than the cap.
+        cutter.preview(slot, min(cap, policy.preview_chars + MARKER_ROOM), "result_cap")
+
+
+@dataclass(frozen=True, slots=True)
+class Fresh:
+    """What :func:`cut_fresh` made of one result."""
+
+    text: str
+    """What the model sees in the result's place: the result's own text, or its preview."""
+    cut: Cut | None
+    store_fallbacks: int
+    form_keys: frozenset[str] = frozenset()
+
+
+def cut_fresh(
+    text: str,
+    tool: str | None,
+    policy: Policy,
+    archive: Archive | None,
+    *,
+    is_error: bool = False,
+    call_id: str | None = None,
+    route: str | None = None,
+    on_store_error: Callable[[StoreError], None] = lambda exc: None,
+) -> Fresh:
+    """One fresh result alone, as :func:`enforce` treats it in the request where it is new.
+
+    A result of the newest turn has age 0, so no compaction touches it; what
+    is left is its cap, through the very code :func:`enforce` runs, which is
+    why the preview, the key and the marker are the same bytes. What one
+    result alone cannot show is the turn budget, which depends on the other
+    results of its turn. ``route`` is the recall tool the request defines
+    (see :func:`recall_route`).
+    """
+    result = ToolResult(call_id, (Text(text),), is_error, tool)
+    original = _original_of(text, archive)
+    slot = _Slot(0, 0, result, original, tool, 0, policy.exempt(tool), original, 0, text=text)
+    slot.protected = is_recall_tool(tool)  # a recall answer of the newest turn is never cut
+    cutter = _Cutter(policy, archive, on_store_error, route)
+    _cap(slot, policy, cutter)
+    return Fresh(slot.current, slot.cut, cutter.fallbacks, frozenset(cutter.form_keys))
 
 
 def _compact(

@@ -110,12 +110,23 @@ class ExactInt(int):
         return (ExactInt, (self.literal,))
 
 
-def loads_exact(data: bytes | bytearray | memoryview | str) -> Any | None:
+def loads_exact(data: bytes | bytearray | memoryview | str, value: Any = None) -> Any | None:
     """``data`` read with every number's literal kept where writing it back would change it.
 
     ``None`` when there is no such number, so the caller keeps its fast
-    reading. ``data`` must be JSON that :func:`loads` accepted.
+    reading. ``data`` must be JSON that :func:`loads` accepted. ``value`` is
+    that reading, when the caller has it: if :func:`dumps` writes it back as
+    ``data`` itself (a body written compactly, as orjson and httpx write
+    them), every literal is already the one written back, and ``data`` is not
+    read a second time.
     """
+    if value is not None:
+        raw = data.encode("utf-8") if isinstance(data, str) else bytes(data)
+        try:
+            if dumps(value) == raw:
+                return None
+        except (EncodingError, ShapeError):
+            pass
     found = False
 
     def read_float(literal: str) -> float:

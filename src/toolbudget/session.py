@@ -31,11 +31,11 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from . import wire
-from .budget import Archive, Budgeted, Cut, Unreachable, enforce, message_chars
+from .budget import Archive, Budgeted, Cut, Unreachable, cut_fresh, enforce, message_chars
 from .compaction import Schedule, context_window, fixed_chars
 from .errors import InputError, NotFoundError, StoreConfigError, StoreError
 from .jsonio import dumps, in_order_of, loads_exact, to_body, with_literals
-from .marker import RECALL_TOOL
+from .marker import RECALL_TOOL, is_recall_tool
 from .model import Request, Text, ToolCall, ToolResult
 from .pairing import Repair, repair_request
 from .policy import Policy
@@ -123,10 +123,15 @@ class Report:
 
 @dataclass(frozen=True, slots=True)
 class Managed:
-    """A managed body (in the form it was given: dict, bytes or text) and its report."""
+    """A managed body (in the form it was given: dict, bytes or text), its report, and both
+    requests parsed, so what comes next (the recovery ladder) need not parse either body again."""
 
     body: Any
     report: Report
+    original: Request
+    """The request as given, parsed."""
+    request: Request
+    """The managed request: ``body`` parsed (the very ``original`` when nothing changed)."""
 
 
 def conversation_id(request: Request) -> str:
@@ -200,6 +205,22 @@ class _Last:
     report: Report
     repeat_report: Report
     """The report of answering it again: nothing new was written."""
+    managed: Request
+    """The managed request (``request`` itself when it was unchanged)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Primed:
+    """A body parsed before its ``manage`` (to find its session), kept with the body itself."""
+
+    body: Any
+    parsed: dict[str, Any]
+    api: str
+    request: Request
+
+
+_PRIMED_LIMIT = 16
+"""Bodies parsed ahead that a session keeps for their ``manage``: one per thread in flight."""
 
 
 def _shown(url: str | None) -> str:
@@ -368,8 +389,18 @@ class Session:
     here; a store that is down is not the caller's mistake, and only costs the
     cuts their recall (each marker says so) until it is back.
 
-    Several threads may share a session: its requests are managed one at a
-    time, since each one checks and writes the keys its own markers name.
+    Many threads may share a session, with the answers serial use gives.
+    ``manage``, ``manage_request`` and ``cut_result`` hold the session's lock
+    while they work: each notes the keys its markers name, then checks and
+    writes them in one round trip, and the schedule, the caches and the last
+    answer are the session's. That is enough, and costs little: the work held
+    is the session's own, milliseconds, and the provider call (seconds) comes
+    after it, outside. A recovery rung holds it too (:meth:`exclusive`).
+    ``original``, ``recall`` and ``handle_recall`` read the store without it;
+    each thread's calls have their own bound on the store, and the store,
+    its guard and the archive are made once whichever threads ask first.
+    ``last_report`` is the last call's, whichever thread made it: with
+    threads, read each call's ``Managed.report``.
     """
 
     def __init__(
@@ -393,13 +424,15 @@ class Session:
         self._keys_this_call: list[str] = []
         self._closed = False
         self._caches: dict[str, wire.EntryCache] = {}
+        self._primed: dict[int, _Primed] = {}
         self._last: _Last | None = None
         self._schedule = Schedule()
         self.last_report: Report | None = None
-        """The report of the last ``manage`` call."""
+        """The report of the last ``manage`` call (of any thread)."""
         self._store_error: StoreError | None = None
-        self._deadline: Deadline | None = None
+        self._local = threading.local()
         self._lock = threading.RLock()
+        self._open_lock = threading.RLock()
         self._lease = _Lease(self.policy.store_timeout)
         self._release = weakref.finalize(self, self._lease.end)
         self._hung_at_open = False
@@ -440,15 +473,29 @@ class Session:
 
     @property
     def store(self) -> Store:
-        if self._store_error is not None and self._hung_at_open and self._guard is not None:
-            if not self._guard.open:
-                self._open(self._deadline or Deadline(self.policy.store_timeout))
-        if self._store_error is not None:
-            raise self._store_error
-        if self._store is None:
-            url = self._store_arg if isinstance(self._store_arg, str) else None
-            self._store = self._lease.owned = open_store(url)
-        return self._store
+        store = self._store
+        if store is not None and self._store_error is None:
+            return store
+        with self._open_lock:  # opened once, whichever threads ask at the same time
+            if self._store_error is not None and self._hung_at_open and self._guard is not None:
+                if not self._guard.open:
+                    self._open(self._deadline or Deadline(self.policy.store_timeout))
+            if self._store_error is not None:
+                raise self._store_error
+            if self._store is None:
+                url = self._store_arg if isinstance(self._store_arg, str) else None
+                self._store = self._lease.owned = open_store(url)
+            return self._store
+
+    @property
+    def _deadline(self) -> Deadline | None:
+        """The bound of the public call this thread is in: each thread's calls are bounded apart."""
+        deadline: Deadline | None = getattr(self._local, "deadline", None)
+        return deadline
+
+    @_deadline.setter
+    def _deadline(self, deadline: Deadline | None) -> None:
+        self._local.deadline = deadline
 
     @property
     def _guard(self) -> StoreGuard | None:
@@ -465,7 +512,10 @@ class Session:
             return fn(*args)  # nothing to wait for
         guard = self._lease.guard
         if guard is None:
-            guard = self._lease.guard = StoreGuard(store.url)
+            with self._open_lock:
+                guard = self._lease.guard
+                if guard is None:
+                    guard = self._lease.guard = StoreGuard(store.url)
         deadline = self._deadline or Deadline(self.policy.store_timeout)
         return guard.call(deadline, fn, *args)
 
@@ -474,13 +524,35 @@ class Session:
 
     @property
     def archive(self) -> _SessionArchive:
-        if self._archive is None:
-            self._archive = _SessionArchive(self)
-        return self._archive
+        archive = self._archive
+        if archive is None:
+            with self._open_lock:
+                archive = self._archive
+                if archive is None:
+                    archive = self._archive = _SessionArchive(self)
+        return archive
+
+    @contextlib.contextmanager
+    def exclusive(self) -> Iterator[Session]:
+        """Hold the session for work on its archive that spans several steps (the recovery ladder).
+
+        ``manage`` and ``cut_result`` hold it themselves: each batch of cuts
+        notes the keys its markers name, then checks and writes them in one
+        round trip, and another thread's cuts must not land in that batch.
+        Only the session's own work is held: a provider call made between two
+        holds waits for nobody.
+        """
+        with self._lock:
+            yield self
 
     def _bind(self, request: Request) -> None:
         if self._id is None:
             self._id = conversation_id(request)
+        self._hold()
+
+    def _hold(self) -> None:
+        """Hold this session's directory in the store, or renew the hold when it is due."""
+        assert self._id is not None
         store = self._store
         if not isinstance(store, DirStore) or self._closed:
             return
@@ -514,19 +586,112 @@ class Session:
             return self._manage(body, api)
 
     def _manage(self, body: Any, api: str | None) -> Managed:
+        primed = self._primed.pop(id(body), None)
+        if (
+            primed is not None
+            and primed.body is body
+            and (api is None or primed.api == wire.resolve_api(api))
+        ):
+            # Parsed already, to find this session (:meth:`Sessions.for_request`): not parsed again.
+            return self._manage_request(body, primed.parsed, primed.request)
+        parsed, name = self._read(body, api)
+        return self._manage_request(body, parsed, wire.parse(parsed, name, self._cache(name)))
+
+    @staticmethod
+    def _read(body: Any, api: str | None) -> tuple[dict[str, Any], str]:
+        """The body as JSON objects, and its API."""
         parsed = to_body(body)
-        name = wire.resolve_api(api) if api else wire.detect_api(parsed)
-        cache = self._caches.get(name)
+        return parsed, wire.resolve_api(api) if api else wire.detect_api(parsed)
+
+    def _cache(self, api: str) -> wire.EntryCache:
+        cache = self._caches.get(api)
         if cache is None:
-            cache = self._caches[name] = wire.EntryCache(measure=message_chars)
-        request = wire.parse(parsed, name, cache)
-        return self._manage_request(body, parsed, request)
+            cache = self._caches[api] = wire.EntryCache(measure=message_chars)
+        return cache
+
+    def _prime(self, body: Any, parsed: dict[str, Any], request: Request) -> None:
+        """Remember ``body`` parsed, for the ``manage`` of the very same body that comes next."""
+        assert request.api is not None
+        with self._lock:
+            while len(self._primed) >= _PRIMED_LIMIT:
+                del self._primed[next(iter(self._primed))]  # never managed: forgotten, oldest first
+            self._primed[id(body)] = _Primed(body, parsed, request.api, request)
 
     def manage_request(self, request: Request) -> tuple[Request, Report]:
         """The same pipeline on a parsed request."""
         with self._lock, self._request_time():
             self._bind(request)
             return self._pipeline(request)
+
+    def cut_result(
+        self,
+        tool: str | None,
+        text: str,
+        *,
+        call_id: str | None = None,
+        is_error: bool = False,
+        recall_tool: str | None = None,
+    ) -> str:
+        """What the model should see for one fresh tool result: its text, or its preview and marker.
+
+        For shells that cut a result where it is made (a tool-call hook, an
+        MCP server) instead of in the request: the same cut, the same key and
+        the same bytes as :meth:`manage` puts in the result's place in the
+        request where it is fresh (its turn the newest), and the original is
+        in the store, checked, before this returns. So a history of results
+        cut here is managed later as if they had arrived whole: ``manage``
+        reads each cut back to its original and makes the same cut again.
+
+        It applies the tool's own cap, or the per-result cap (an error gets at
+        least the error cap); a recall answer is never cut. What one result
+        alone cannot know: the turn budget, which depends on the other results
+        of its turn (``manage`` may shrink a result further when its turn is
+        over the budget, never less), and the compaction of old results,
+        which ``manage`` applies as the result ages.
+
+        ``recall_tool`` is the name of the recall tool the requests define
+        (:data:`~toolbudget.RECALL_TOOL`, or the MCP server's, as the agent
+        sees it): the marker then tells the model to call it, as ``manage``
+        does for a request that defines it. ``None`` gives the marker of a
+        request without it: the archived file's path (directory store) and
+        the key. The session needs an id (given, or from an earlier
+        ``manage``); bad arguments raise :class:`InputError`.
+        """
+        if not isinstance(text, str):
+            raise InputError(f"a tool result's text must be a str, not {type(text).__name__}")
+        if tool is not None and not isinstance(tool, str):
+            raise InputError(f"a tool name must be a str, not {type(tool).__name__}")
+        if recall_tool is not None and not (isinstance(recall_tool, str) and is_recall_tool(recall_tool)):
+            raise InputError(f"{recall_tool!r} is not a name of the recall tool")
+        with self._lock, self._request_time():
+            if self._id is None:
+                raise InputError("cut_result needs the session's id: give one, or manage a request first")
+            self._hold()
+            self._keys_this_call = []
+            archive = self.archive
+            try:
+                archive.collect()
+                fresh = cut_fresh(
+                    text, tool, self.policy, archive, is_error=is_error, call_id=call_id, route=recall_tool
+                )
+                lost = archive.flush()
+                if lost:
+                    # Cut again, with the keys the store could not keep marked as lost.
+                    archive.collect()
+                    archive.lost = lost
+                    fresh = cut_fresh(
+                        text,
+                        tool,
+                        self.policy,
+                        archive,
+                        is_error=is_error,
+                        call_id=call_id,
+                        route=recall_tool,
+                    )
+            finally:
+                archive.pending = None
+                archive.lost = frozenset()
+            return fresh.text
 
     def _manage_request(self, body: Any, parsed: dict[str, Any], request: Request) -> Managed:
         last = self._last
@@ -543,24 +708,25 @@ class Session:
             # the same callbacks, as for a history that grew.
             report = last.repeat_report
             out = last.out
+            fixed = last.managed
             self._notify(report)
         else:
             fixed, report = self._pipeline(request)
             out = None if fixed is request else in_order_of(parsed, wire.render(fixed))
             if out is not None and isinstance(body, (bytes, bytearray, memoryview, str)):
-                exact = loads_exact(body)
+                exact = loads_exact(body, parsed)
                 if exact is not None:
                     # Some number would not be written back as it came: write its own literal.
                     out = with_literals(out, parsed, exact)
-            self._last = _Last(request, self.policy, out, report, replace(report, keys_written=()))
+            self._last = _Last(request, self.policy, out, report, replace(report, keys_written=()), fixed)
         self.last_report = report
         if out is None:
-            return Managed(body, report)
+            return Managed(body, report, request, request)
         if isinstance(body, (bytes, bytearray, memoryview)):
-            return Managed(dumps(out), report)
+            return Managed(dumps(out), report, request, fixed)
         if isinstance(body, str):
-            return Managed(dumps(out).decode(), report)
-        return Managed(out, report)
+            return Managed(dumps(out).decode(), report, request, fixed)
+        return Managed(out, report, request, fixed)
 
     def _still_held(self, report: Report) -> bool:
         """Whether the store still holds every key the last answer's markers name (one round trip)."""

@@ -161,6 +161,19 @@ def shrink(
     :class:`RecoveryFailed` when the system prompt and the task cut to its floor
     do not fit ``target_tokens``, or when nothing under ``below`` is left.
     """
+    with session.exclusive():  # its cuts go to the session's archive, which one thread works at a time
+        return _shrink(session, request, level, target_tokens=target_tokens, factor=factor, below=below)
+
+
+def _shrink(
+    session: Session,
+    request: Request,
+    level: int,
+    *,
+    target_tokens: int | None,
+    factor: float,
+    below: int | None,
+) -> tuple[Request, Attempt]:
     request, _ = repair_request(request)
     # Halved budgets, and every old result at the level its age allows at once: a level must
     # never send more than the managed request that was refused.

@@ -381,9 +381,12 @@ class EntryCache:
             return hit
         message = parse_one(raw, location)
         if len(self.entries) >= self.limit:
-            # Drop the older half; an agent's history only grows at the end.
+            # Drop the older half; an agent's history only grows at the end. Threads sharing
+            # the cache (a pool's sessions) may drop the same entry at once: each pop tolerates it.
             for old in list(self.entries)[: self.limit // 2]:
-                self.sizes.pop(id(self.entries.pop(old)), None)
+                dropped = self.entries.pop(old, None)
+                if dropped is not None:
+                    self.sizes.pop(id(dropped), None)
         self.entries[text] = message
         if self.measure is not None:
             self.sizes[id(message)] = self.measure(message)
