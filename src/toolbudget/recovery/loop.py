@@ -94,8 +94,8 @@ class Climb:
         self.session = session
         self.managed: Managed = session.manage(body, api)
         self.api = self.managed.report.api
-        self.original: Request = wire.parse(body, self.api)
-        self.sent: Request = wire.parse(self.managed.body, self.api)
+        self.original: Request = self.managed.original
+        self.sent: Request = self.managed.request
         self.body: Any = self.managed.body
         self.errors: list[Classified] = []
         self.attempts: list[Attempt] = []
