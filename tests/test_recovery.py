@@ -87,7 +87,7 @@ def test_level_three_cuts_further_until_it_fits_and_gives_up_only_on_the_system_
         shrunk, attempt = shrink(session, request, 3, target_tokens=1_500)
         assert attempt.estimated_tokens <= 1_500
         assert validate(wire.render(shrunk), "anthropic") == []
-        from toolbudget.recovery import RecoveryFailed
+        from toolbudget.recovery.ladder import RecoveryFailed
 
         huge_task = Conversation(
             "t", "test", (Message("user", (Text("x" * 100000),)), *long_session().messages[1:])
@@ -283,7 +283,7 @@ def test_a_retry_after_a_refusal_is_smaller_and_level_3_cuts_down_to_the_task() 
         shrunk, attempt = shrink(session, request, 3, target_tokens=core - 1)
         assert attempt.estimated_tokens <= core - 1 and attempt.task_keys
         assert task_of_chat(wire.render(shrunk)).startswith("TASK-MARKER-7731")
-        from toolbudget.recovery import RecoveryFailed
+        from toolbudget.recovery.ladder import RecoveryFailed
 
         with pytest.raises(RecoveryFailed, match="system prompt"):
             shrink(session, request, 3, target_tokens=100)
@@ -404,7 +404,7 @@ def test_a_task_over_the_window_is_cut_to_its_head_and_tail_and_recalled(api: st
 
 
 def test_recovery_gives_up_only_when_the_system_prompt_leaves_no_room() -> None:
-    from toolbudget.recovery import RecoveryFailed
+    from toolbudget.recovery.ladder import RecoveryFailed
 
     for system, fits in (("s" * 4_000, True), ("s" * 6_000, False)):
         conversation = Conversation(
@@ -637,7 +637,7 @@ def test_real_tasks_are_cut_to_fit_and_only_system_prompts_give_up(trajectories:
     """Each shared conversation at 800 tokens: it fits, or its system prompt and tools nearly fill them."""
     from dataclasses import replace
 
-    from toolbudget.recovery import RecoveryFailed
+    from toolbudget.recovery.ladder import RecoveryFailed
 
     manifest = orjson.loads((trajectories / "manifest.json").read_bytes())
     fitted = cut = 0

@@ -22,16 +22,19 @@ from .budget import Cut, Unreachable
 from .clients import CallReport, UnsupportedClient, wrap
 from .convert import to_request
 from .errors import (
+    ContextWindowFull,
     EncodingError,
     InputError,
     InvalidJSON,
     NotFoundError,
+    RecoveryExhausted,
     ShapeError,
     StoreConfigError,
     StoreError,
     ToolbudgetError,
     TranscriptError,
     UnknownAPIError,
+    UpstreamError,
 )
 from .marker import MARKER_RE, RECALL_TOOL
 from .model import (
@@ -63,6 +66,7 @@ __all__ = [
     "SYNTHETIC_TEXT",
     "CallReport",
     "Classified",
+    "ContextWindowFull",
     "Conversation",
     "Cut",
     "Cutoff",
@@ -77,6 +81,7 @@ __all__ = [
     "NotFoundError",
     "Opaque",
     "Policy",
+    "RecoveryExhausted",
     "RecoveryReport",
     "Repair",
     "Repaired",
@@ -97,6 +102,7 @@ __all__ = [
     "UnknownAPIError",
     "Unreachable",
     "UnsupportedClient",
+    "UpstreamError",
     "Violation",
     "classify",
     "convert",

@@ -8,14 +8,21 @@ bytes, the call was rate limited, or something else happened.
 :func:`is_cut_off` reads an answer the same way: whether it stopped at its
 output limit (or the context window), and whether a tool call was cut; and
 :class:`Stretch` plans the escalation and continuation that make it whole.
+
+When recovery gives up, the error raised is a
+:class:`~toolbudget.errors.RecoveryExhausted` made by
+:func:`~toolbudget.errors.exhausted`. The ladder's own "no rung left" signal,
+:class:`~toolbudget.recovery.ladder.RecoveryFailed`, is internal: the loop
+turns it into that give-up, and it never reaches a caller of ``wrap``.
 """
 
 from __future__ import annotations
 
+from ..errors import ContextWindowFull, RecoveryExhausted, exhausted
 from .classify import Classified, ErrorKind, classify
-from .ladder import Attempt, RecoveryFailed, RecoveryReport, shrink
+from .ladder import Attempt, RecoveryReport, shrink
 from .loop import Climb, Fit, acall_with_recovery, call_with_recovery, remembered_fit
-from .output import ContextWindowFull, Cutoff, Stretch, is_cut_off, output_cap
+from .output import Cutoff, Stretch, is_cut_off, output_cap
 
 __all__ = [
     "Attempt",
@@ -25,12 +32,13 @@ __all__ = [
     "Cutoff",
     "ErrorKind",
     "Fit",
-    "RecoveryFailed",
+    "RecoveryExhausted",
     "RecoveryReport",
     "Stretch",
     "acall_with_recovery",
     "call_with_recovery",
     "classify",
+    "exhausted",
     "is_cut_off",
     "output_cap",
     "remembered_fit",

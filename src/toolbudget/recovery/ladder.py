@@ -77,7 +77,12 @@ _MARKER_CHARS = 320  # about what a marker line with a path takes
 
 
 class RecoveryFailed(Exception):
-    """Nothing smaller can be sent: the system prompt leaves no room even for the task's head and tail."""
+    """Nothing smaller can be sent: the system prompt leaves no room even for the task's head and tail.
+
+    Internal to recovery, so not a :class:`~toolbudget.errors.ToolbudgetError`:
+    the loop catches it and gives up with
+    :class:`~toolbudget.errors.RecoveryExhausted`, whose ``reason`` is this message.
+    """
 
 
 @dataclass(frozen=True, slots=True)
