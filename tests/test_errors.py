@@ -169,6 +169,7 @@ def openai_error() -> openai.BadRequestError:
 @pytest.mark.parametrize("make", [anthropic_error, openai_error], ids=["anthropic", "openai"])
 def test_the_give_up_is_the_sdks_error_and_ours(make: Any) -> None:
     error = make()
+    original: Any = error  # the SDK's attributes, read without narrowing
     sdk_class = type(error)
     before = dict(vars(error))
     made = exhausted(error, REPORT, "the attempts ran out")
@@ -183,10 +184,10 @@ def test_the_give_up_is_the_sdks_error_and_ours(make: Any) -> None:
     assert made.toolbudget_report is REPORT  # the name callers read before
     # What the SDK built from the response is all there.
     sdk_view: Any = made
-    assert sdk_view.status_code == error.status_code == 400
-    assert sdk_view.body == error.body and sdk_view.response is error.response
-    assert sdk_view.request is error.request
-    assert sdk_view.message == error.message and str(made) == str(error) and made.args == error.args
+    assert sdk_view.status_code == original.status_code == 400
+    assert sdk_view.body == original.body and sdk_view.response is original.response
+    assert sdk_view.request is original.request
+    assert sdk_view.message == original.message and str(made) == str(error) and made.args == error.args
     assert (
         caught.value.__traceback__ is not None and caught.value.__traceback__.tb_next is error.__traceback__
     )
