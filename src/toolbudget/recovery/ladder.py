@@ -48,9 +48,8 @@ from ..marker import marker_line
 from ..model import Data, Message, Part, Request, Text, Thinking, ToolCall, ToolResult
 from ..pairing import repair_request
 from ..policy import Policy
-from ..previews import make_preview
-from ..previews._lines import head_end, newline_of, tail_start
-from ..wire._common import dumps_text
+from ..previews import head_end, make_preview, newline_of, tail_start
+from ..wire import dumps_text
 from .classify import Classified
 
 if TYPE_CHECKING:

@@ -1,7 +1,12 @@
 """The five wire APIs: one module each, with ``parse(body) -> Request`` and ``render(Request) -> body``.
 
 This package also tells a body's API from its shape (:func:`detect_api`) and
-converts a request between APIs (:func:`convert`).
+converts a request between APIs (:func:`convert`). Three helpers of the wire
+forms are shared with the rest of the library, so they are offered here rather
+than reached for in ``_common``: :func:`dumps_text` (a value as the JSON text a
+text-only field carries), :func:`parse_arguments` (a call's argument text,
+parsed, and whether it parsed) and :func:`tools_for_calls` (placeholder
+definitions for calls that came without any).
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ from typing import Any, Protocol, cast
 from ..errors import UnknownAPIError
 from ..jsonio import to_body
 from ..model import Request
-from ._common import EntryCache
+from ._common import EntryCache, dumps_text, parse_arguments, tools_for_calls
 
 __all__ = [
     "APIS",
@@ -21,10 +26,13 @@ __all__ = [
     "WireModule",
     "convert",
     "detect_api",
+    "dumps_text",
     "module",
     "parse",
+    "parse_arguments",
     "render",
     "resolve_api",
+    "tools_for_calls",
 ]
 
 APIS: tuple[str, ...] = ("anthropic", "openai-chat", "openai-responses", "gemini", "bedrock-converse")
