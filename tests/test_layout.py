@@ -13,6 +13,7 @@ import ast
 import importlib
 import sys
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -136,6 +137,28 @@ def test_no_module_reaches_into_another_packages_private_parts() -> None:
 )
 def test_the_check_sees_each_kind_of_reach(source: str, expected: list[str]) -> None:
     assert reaches(Path("toolbudget/recovery/probe.py"), source) == expected
+
+
+# --------------------------------------------------------------------------- one meaning for "convert"
+
+
+def test_convert_means_a_conversation_made_into_a_request_body() -> None:
+    import toolbudget
+    import toolbudget.convert
+    from toolbudget import wire
+    from toolbudget.model import Conversation, Message, Request, Text
+
+    assert isinstance(toolbudget.convert, ModuleType)  # the module, no longer shadowed by a function
+    assert toolbudget.to_request is toolbudget.convert.to_request
+    assert not hasattr(wire, "convert") and "convert" not in toolbudget.__all__
+    conversation = Conversation("c", "test", (Message("user", (Text("hi"),)),))
+    body = toolbudget.to_request(conversation, "gemini")
+    assert body["contents"] == [{"role": "user", "parts": [{"text": "hi"}]}]
+    adapted = toolbudget.adapt(
+        wire.parse(toolbudget.to_request(conversation, "anthropic"), "anthropic"), "gemini"
+    )
+    assert isinstance(adapted, Request) and adapted.api == "gemini"
+    assert wire.render(adapted) == body
 
 
 # --------------------------------------------------------------------------- the SDK's private table

@@ -5,9 +5,11 @@ The public surface is this module; everything else is private and may change.
 - :func:`validate` and :func:`repair` check and fix tool-call pairing in a
   request body, to each provider's rules.
 - :func:`load_transcript` reads the session files agents leave on disk and
-  :func:`to_request` turns a conversation into the body an agent would send.
+  :func:`to_request` turns a conversation into the body an agent would send
+  (what ``toolbudget convert`` writes).
 - :func:`detect_api`, :func:`parse` and :func:`render` move between wire bodies
-  and the canonical, frozen model.
+  and the canonical, frozen model; :func:`adapt` lays a parsed request out for
+  another API.
 - :class:`Session` manages each request: repair, then the budgets of its
   :class:`Policy`, with every cut archived and recallable through
   :func:`recall_tool` and :meth:`Session.handle_recall`.
@@ -57,7 +59,7 @@ from .recovery import Classified, ErrorKind, RecoveryReport, classify
 from .recovery.output import Cutoff
 from .session import Managed, Report, Session
 from .transcripts import Transcript, load_transcript
-from .wire import APIS, convert, detect_api, parse, render
+from .wire import APIS, adapt, detect_api, parse, render
 
 __all__ = [
     "APIS",
@@ -104,8 +106,8 @@ __all__ = [
     "UnsupportedClient",
     "UpstreamError",
     "Violation",
+    "adapt",
     "classify",
-    "convert",
     "detect_api",
     "load_transcript",
     "parse",
