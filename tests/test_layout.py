@@ -25,10 +25,6 @@ DECIDED = {
     ("toolbudget/clients/_anthropic.py", "anthropic._constants"): (
         "the SDK's per-model non-streaming limits have no public form; read defensively, with a fallback"
     ),
-    ("toolbudget/jsonio.py", "json.encoder._make_iterencode"): (
-        "the standard library's only hook for writing an integer's own literal (its _intstr); "
-        "used only for bodies orjson cannot write"
-    ),
 }
 
 
