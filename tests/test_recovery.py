@@ -14,7 +14,7 @@ from toolbudget import load_transcript, to_request, validate, wire
 from toolbudget.marker import find_markers
 from toolbudget.model import Conversation, Message, Text, ToolCall, ToolResult
 from toolbudget.policy import Policy
-from toolbudget.recovery import RecoveryReport, call_with_recovery, shrink
+from toolbudget.recovery import RecoveryExhausted, call_with_recovery, shrink
 from toolbudget.recovery.ladder import estimate_tokens
 from toolbudget.session import Session
 
@@ -87,7 +87,7 @@ def test_level_three_cuts_further_until_it_fits_and_gives_up_only_on_the_system_
         shrunk, attempt = shrink(session, request, 3, target_tokens=1_500)
         assert attempt.estimated_tokens <= 1_500
         assert validate(wire.render(shrunk), "anthropic") == []
-        from toolbudget.recovery import RecoveryFailed
+        from toolbudget.recovery.ladder import RecoveryFailed
 
         huge_task = Conversation(
             "t", "test", (Message("user", (Text("x" * 100000),)), *long_session().messages[1:])
@@ -169,8 +169,11 @@ def test_exhausted_attempts_raise_the_original_error_with_the_report() -> None:
         pytest.raises(ProviderError) as info,
     ):
         call_with_recovery(session, body, counting, "anthropic")
-    assert info.value is first
-    report: RecoveryReport = info.value.toolbudget_report  # type: ignore[attr-defined]
+    # The give-up is toolbudget's own error and the provider's class at once, carrying both.
+    assert isinstance(info.value, RecoveryExhausted) and info.value.error is first
+    assert info.value.status_code == first.status_code and info.value.reason
+    report = info.value.report
+    assert info.value.toolbudget_report is report  # the name the report had before
     assert not report.recovered and len(report.attempts) == 2 and len(sent) == 3
 
 
@@ -283,7 +286,7 @@ def test_a_retry_after_a_refusal_is_smaller_and_level_3_cuts_down_to_the_task() 
         shrunk, attempt = shrink(session, request, 3, target_tokens=core - 1)
         assert attempt.estimated_tokens <= core - 1 and attempt.task_keys
         assert task_of_chat(wire.render(shrunk)).startswith("TASK-MARKER-7731")
-        from toolbudget.recovery import RecoveryFailed
+        from toolbudget.recovery.ladder import RecoveryFailed
 
         with pytest.raises(RecoveryFailed, match="system prompt"):
             shrink(session, request, 3, target_tokens=100)
@@ -404,7 +407,7 @@ def test_a_task_over_the_window_is_cut_to_its_head_and_tail_and_recalled(api: st
 
 
 def test_recovery_gives_up_only_when_the_system_prompt_leaves_no_room() -> None:
-    from toolbudget.recovery import RecoveryFailed
+    from toolbudget.recovery.ladder import RecoveryFailed
 
     for system, fits in (("s" * 4_000, True), ("s" * 6_000, False)):
         conversation = Conversation(
@@ -637,7 +640,7 @@ def test_real_tasks_are_cut_to_fit_and_only_system_prompts_give_up(trajectories:
     """Each shared conversation at 800 tokens: it fits, or its system prompt and tools nearly fill them."""
     from dataclasses import replace
 
-    from toolbudget.recovery import RecoveryFailed
+    from toolbudget.recovery.ladder import RecoveryFailed
 
     manifest = orjson.loads((trajectories / "manifest.json").read_bytes())
     fitted = cut = 0

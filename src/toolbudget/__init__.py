@@ -5,9 +5,11 @@ The public surface is this module; everything else is private and may change.
 - :func:`validate` and :func:`repair` check and fix tool-call pairing in a
   request body, to each provider's rules.
 - :func:`load_transcript` reads the session files agents leave on disk and
-  :func:`to_request` turns a conversation into the body an agent would send.
+  :func:`to_request` turns a conversation into the body an agent would send
+  (what ``toolbudget convert`` writes).
 - :func:`detect_api`, :func:`parse` and :func:`render` move between wire bodies
-  and the canonical, frozen model.
+  and the canonical, frozen model; :func:`adapt` lays a parsed request out for
+  another API.
 - :class:`Session` manages each request: repair, then the budgets of its
   :class:`Policy`, with every cut archived and recallable through
   :func:`recall_tool` and :meth:`Session.handle_recall`.
@@ -25,16 +27,19 @@ from .callreport import CallReport
 from .clients import UnsupportedClient, wrap
 from .convert import to_request
 from .errors import (
+    ContextWindowFull,
     EncodingError,
     InputError,
     InvalidJSON,
     NotFoundError,
+    RecoveryExhausted,
     ShapeError,
     StoreConfigError,
     StoreError,
     ToolbudgetError,
     TranscriptError,
     UnknownAPIError,
+    UpstreamError,
 )
 from .flow import ManagedCall, Outcome, adrive, drive
 from .marker import MARKER_RE, RECALL_TOOL
@@ -59,7 +64,7 @@ from .recovery.output import Cutoff
 from .session import Managed, Report, Session
 from .sessions import Sessions
 from .transcripts import Transcript, load_transcript
-from .wire import APIS, convert, detect_api, parse, render
+from .wire import APIS, adapt, detect_api, parse, render
 
 __all__ = [
     "APIS",
@@ -68,6 +73,7 @@ __all__ = [
     "SYNTHETIC_TEXT",
     "CallReport",
     "Classified",
+    "ContextWindowFull",
     "Conversation",
     "Cut",
     "Cutoff",
@@ -84,6 +90,7 @@ __all__ = [
     "Opaque",
     "Outcome",
     "Policy",
+    "RecoveryExhausted",
     "RecoveryReport",
     "Repair",
     "Repaired",
@@ -105,10 +112,11 @@ __all__ = [
     "UnknownAPIError",
     "Unreachable",
     "UnsupportedClient",
+    "UpstreamError",
     "Violation",
+    "adapt",
     "adrive",
     "classify",
-    "convert",
     "detect_api",
     "drive",
     "load_transcript",

@@ -1,5 +1,5 @@
 """``python -m toolbudget``: the command line, for an environment whose scripts are not on ``PATH``."""
 
-from .cli import main
+from .cli_entry import main
 
 main(prog_name="toolbudget")

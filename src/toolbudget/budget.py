@@ -43,7 +43,7 @@ from .marker import find_markers, is_recall_tool, marker_line
 from .model import Data, Message, Part, Request, Text, Thinking, ToolCall, ToolResult
 from .policy import Policy
 from .previews import Preview, make_preview
-from .wire._common import dumps_text
+from .wire import dumps_text
 
 __all__ = [
     "MIN_PREVIEW_CHARS",

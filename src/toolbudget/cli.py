@@ -8,6 +8,10 @@ as a Unix tool killed by ``SIGPIPE`` does.
 
 ``validate``, ``repair`` and ``compact`` read one body, or JSON Lines of them
 (what ``convert --all`` writes); see :mod:`toolbudget.cli_input`.
+
+It needs the ``cli`` extra (``click``, and ``rich`` for ``demo``); the
+console script starts in :mod:`toolbudget.cli_entry`, which says how to
+install them when they are missing.
 """
 
 from __future__ import annotations

@@ -54,8 +54,7 @@ import orjson
 from .jsonio import dumps
 from .model import Message, Request, Text, ToolCall, ToolDef
 from .policy import Policy
-from .previews import STRATEGY, detect
-from .previews._envelope import split_envelope
+from .previews import STRATEGY, detect, split_envelope
 
 __all__ = [
     "EXEC_TOOLS",

@@ -1,5 +1,9 @@
 """From a conversation read off disk to the request body an agent would send next.
 
+This is what "convert" means throughout toolbudget, and what ``toolbudget
+convert`` writes. Laying an already parsed :class:`~toolbudget.model.Request`
+out for another API is a different step, :func:`toolbudget.wire.adapt`.
+
 The body is what the transcript recorded, in the wire form of the API asked
 for, with two additions a provider needs:
 

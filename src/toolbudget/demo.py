@@ -6,6 +6,10 @@ them down in Claude Code's session format, and lets one command be killed by a
 timeout, which leaves a call with no result: the most common way a real
 history breaks. The demo then reads that file back like any user's session,
 converts it to every wire API, validates and repairs it.
+
+Part of the command line, so, like :mod:`toolbudget.cli`, it needs the ``cli``
+extra (``rich`` draws its tables); only that command imports it, and the
+library never does.
 """
 
 from __future__ import annotations

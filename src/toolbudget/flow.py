@@ -29,12 +29,12 @@ nothing after.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Awaitable, Callable, Generator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .callreport import CallReport
+from .errors import exhausted
 from .recovery.loop import Climb
 from .recovery.output import ContextWindowFull, Cutoff, Stretch, finalize, is_cut_off
 
@@ -145,7 +145,7 @@ class ManagedCall:
                 if full is not None:
                     return self._window_full(*full)
                 assert climb.first_error is not None  # only an overflow leads here
-                raise exhausted(climb.first_error, self._report(recovered=False))
+                raise exhausted(climb.first_error, self._report(recovered=False), climb.reason)
         if data is None or not self.lengthen:
             return Outcome(answer, answer, None if data is None else dict(data), False, self._report())
         return (yield from self._lengthen(answer, data))
@@ -242,13 +242,6 @@ def opaque(answer: Any) -> None:
 def _climbed(call: ManagedCall) -> Climb:
     assert call.climb is not None  # the flow has run
     return call.climb
-
-
-def exhausted(error: BaseException, report: CallReport) -> BaseException:
-    """The give-up: the provider's first error, carrying the call's report."""
-    with contextlib.suppress(AttributeError):  # exceptions with __slots__ cannot carry it
-        error.toolbudget_report = report  # type: ignore[attr-defined]
-    return error
 
 
 def call_with_recovery(

@@ -35,8 +35,8 @@ from typing import Any
 
 from .marker import MARKER_RE
 from .model import Data, Part, Text, ToolResult, frozen_mapping
-from .previews._base import SEPARATOR_RE
-from .wire._common import dumps_text
+from .previews import SEPARATOR_RE
+from .wire import dumps_text
 
 __all__ = ["BREAKPOINT_KEYS", "block_text", "with_text"]
 

@@ -187,68 +187,109 @@ def dumps(value: Any, *, indent: bool = False) -> bytes:
         raise ShapeError(f"a value cannot be written as JSON: {text}") from None
 
 
-class _Encoder(json.JSONEncoder):
-    """The standard library's encoder, writing kept literals verbatim.
+def _with_literals(value: Any, indent: bool) -> str:
+    """The standard library's JSON text for ``value``, with kept literals written verbatim.
 
-    Its C encoder writes every float through ``float.__repr__``, so the pure
-    Python one is used, with a float writer that knows kept literals.
+    ``json`` writes numbers through ``int.__repr__`` and ``float.__repr__`` and
+    has no public hook to change that, so this writer lays the value out the
+    way ``json.dumps(ensure_ascii=False, allow_nan=False)`` does (``indent=2``
+    or compact separators), writing strings with ``json.dumps`` itself. It is
+    used only for the rare bodies orjson cannot write that also hold literals.
     """
+    out: list[str] = []
+    on_path: set[int] = set()  # the containers being written, to refuse a cycle as json does
+    colon = ": " if indent else ":"
 
-    def iterencode(self, o: Any, _one_shot: bool = False) -> Any:
-        def floatstr(number: float) -> str:
-            if isinstance(number, ExactFloat):
-                return number.literal
-            if not math.isfinite(number):
-                raise ValueError(f"Out of range float values are not JSON compliant: {number!r}")
-            return float.__repr__(number)
+    def number(item: Any) -> str:
+        if isinstance(item, (ExactFloat, ExactInt)):
+            return item.literal
+        if isinstance(item, int):
+            return int.__repr__(item)
+        if not math.isfinite(item):
+            raise ValueError(f"Out of range float values are not JSON compliant: {item!r}")
+        return float.__repr__(item)
 
-        markers: dict[int, Any] | None = {} if self.check_circular else None
-        encode = (
-            json.encoder.py_encode_basestring
-            if not self.ensure_ascii
-            else json.encoder.py_encode_basestring_ascii
-        )
-        indent = " " * self.indent if isinstance(self.indent, int) else self.indent
-        return json.encoder._make_iterencode(  # type: ignore[attr-defined]
-            markers,
-            self.default,
-            encode,
-            indent,
-            floatstr,
-            self.key_separator,
-            self.item_separator,
-            self.sort_keys,
-            self.skipkeys,
-            _one_shot,
-            _intstr=lambda n: n.literal if isinstance(n, ExactInt) else int.__repr__(n),
-        )(o, 0)
+    def key_text(key: Any) -> str:
+        if isinstance(key, str):
+            return key
+        if key is True or key is False or key is None:
+            return json.dumps(key)
+        if isinstance(key, (int, float)):
+            return number(key)
+        raise TypeError(f"keys must be str, int, float, bool or None, not {type(key).__name__}")
+
+    def write(item: Any, depth: int) -> None:
+        if isinstance(item, str):
+            out.append(json.dumps(item, ensure_ascii=False))
+        elif item is None or item is True or item is False:
+            out.append(json.dumps(item))
+        elif isinstance(item, (int, float)):
+            out.append(number(item))
+        elif isinstance(item, (dict, list, tuple)):
+            container(item, depth)
+        else:
+            raise TypeError(f"Object of type {type(item).__name__} is not JSON serializable")
+
+    def container(item: dict[Any, Any] | list[Any] | tuple[Any, ...], depth: int) -> None:
+        opening, closing = ("{", "}") if isinstance(item, dict) else ("[", "]")
+        if not item:
+            out.append(opening + closing)
+            return
+        if id(item) in on_path:
+            raise ValueError("Circular reference detected")
+        on_path.add(id(item))
+        inner = "\n" + "  " * (depth + 1) if indent else ""
+        out.append(opening)
+        for at, entry in enumerate(item.items() if isinstance(item, dict) else item):
+            out.append(("," if at else "") + inner)
+            if isinstance(item, dict):
+                out.append(json.dumps(key_text(entry[0]), ensure_ascii=False) + colon)
+                entry = entry[1]
+            write(entry, depth + 1)
+        out.append(("\n" + "  " * depth if indent else "") + closing)
+        on_path.discard(id(item))
+
+    write(value, 0)
+    return "".join(out)
 
 
 def _has_literals(value: Any) -> bool:
-    """Whether a value holds a kept literal anywhere (checked only on the rare standard-library path)."""
+    """Whether a value holds a kept literal anywhere (checked only on the rare standard-library path).
+
+    Each container is looked into once, so a value that holds itself ends the
+    search (the writer then refuses the cycle) instead of growing it forever.
+    """
     stack = [value]
+    seen: set[int] = set()
     while stack:
         item = stack.pop()
         if isinstance(item, (ExactFloat, ExactInt)):
             return True
-        if isinstance(item, dict):
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
+        if isinstance(item, (dict, list, tuple)):
+            if id(item) in seen:
+                continue
+            seen.add(id(item))
+            if isinstance(item, dict):
+                stack.extend(item.keys())
+                stack.extend(item.values())
+            else:
+                stack.extend(item)
     return False
 
 
 def _dumps_exact(value: Any, indent: bool) -> bytes:
     """The standard library's JSON, laid out as orjson lays it out."""
     try:
-        text = json.dumps(
-            value,
-            ensure_ascii=False,
-            allow_nan=False,
-            indent=2 if indent else None,
-            separators=(",", ": ") if indent else (",", ":"),
-            cls=_Encoder if _has_literals(value) else None,
-        )
+        if _has_literals(value):
+            text = _with_literals(value, indent)
+        else:
+            text = json.dumps(
+                value,
+                ensure_ascii=False,
+                allow_nan=False,
+                indent=2 if indent else None,
+                separators=(",", ": ") if indent else (",", ":"),
+            )
     except RecursionError:
         raise ShapeError("a value is nested too deeply to be written as JSON") from None
     except (TypeError, ValueError) as exc:

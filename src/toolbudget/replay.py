@@ -26,7 +26,7 @@ from .convert import to_request
 from .jsonio import dumps
 from .model import Conversation, Data, Media, Opaque, Request, Text, Thinking, ToolCall, ToolResult
 from .policy import Policy
-from .wire._common import tools_for_calls
+from .wire import tools_for_calls
 
 __all__ = [
     "PRICE_BASE",

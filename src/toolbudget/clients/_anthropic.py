@@ -27,16 +27,47 @@ OPTIONS = SDK_OPTIONS | {"user_profile_id", "workspace_id"}
 # per-model limit), unless the call sets a timeout. Escalation stays under it.
 _NONSTREAMING_CAP = 21_333
 
+# The per-model limits as anthropic 2.15 states them, for an SDK whose table cannot be read.
+_KNOWN_NONSTREAMING_TOKENS: dict[str, int] = dict.fromkeys(
+    (
+        "claude-opus-4-20250514",
+        "claude-opus-4-0",
+        "claude-4-opus-20250514",
+        "anthropic.claude-opus-4-20250514-v1:0",
+        "claude-opus-4@20250514",
+        "anthropic.claude-opus-4-1-20250805-v1:0",
+        "claude-opus-4-1@20250805",
+    ),
+    8_192,
+)
+
+
+def sdk_nonstreaming_tokens() -> dict[str, int]:
+    """The per-model ``max_tokens`` over which the installed SDK refuses a non-streaming call.
+
+    The SDK offers no public way to read them: they are its private
+    ``anthropic._constants.MODEL_NONSTREAMING_TOKENS``, which its own
+    ``messages.create`` checks. Read defensively, since a private name may move
+    or change shape in any release: when it is missing or not a table of
+    model names to counts, the limits known when this was written are used, so
+    escalation never asks for what the SDK would refuse today.
+    """
+    try:
+        table = importlib.import_module("anthropic._constants").MODEL_NONSTREAMING_TOKENS
+    except (ImportError, AttributeError):
+        return _KNOWN_NONSTREAMING_TOKENS
+    if not isinstance(table, dict) or not all(
+        isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) for k, v in table.items()
+    ):
+        return _KNOWN_NONSTREAMING_TOKENS
+    return table
+
 
 def _cap(args: CallArgs) -> int | None:
     if "timeout" in args.options:
         return None
     model = args.body.get("model")
-    try:
-        per_model: dict[str, int] = importlib.import_module("anthropic._constants").MODEL_NONSTREAMING_TOKENS
-    except (ImportError, AttributeError):
-        per_model = {}
-    limit = per_model.get(model) if isinstance(model, str) else None
+    limit = sdk_nonstreaming_tokens().get(model) if isinstance(model, str) else None
     return min(_NONSTREAMING_CAP, limit) if limit else _NONSTREAMING_CAP
 
 

@@ -15,7 +15,7 @@ from .. import wire
 from ..errors import UnknownAPIError
 from ..jsonio import dumps, in_order_of, loads_exact, to_body, with_literals
 from ..model import Part, Request, Text
-from ..wire._common import tools_for_calls
+from ..wire import tools_for_calls
 from .check import Violation, check, needs_tools
 from .fix import SYNTHETIC_TEXT, Repair, fix
 from .rules import Rules, rules_for

@@ -10,16 +10,23 @@ output limit (or the context window), and whether a tool call was cut; and
 :class:`Stretch` plans the escalation and continuation that make it whole.
 :class:`Climb` holds one call's way down the recovery ladder; the flow that
 drives both is :class:`toolbudget.flow.ManagedCall`.
+
+When recovery gives up, the error raised is a
+:class:`~toolbudget.errors.RecoveryExhausted` made by
+:func:`~toolbudget.errors.exhausted`. The ladder's own "no rung left" signal,
+:class:`~toolbudget.recovery.ladder.RecoveryFailed`, is internal: the loop
+turns it into that give-up, and it never reaches a caller of ``wrap``.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ..errors import ContextWindowFull, RecoveryExhausted, exhausted
 from .classify import Classified, ErrorKind, classify
-from .ladder import Attempt, RecoveryFailed, RecoveryReport, shrink
+from .ladder import Attempt, RecoveryReport, shrink
 from .loop import Climb, Fit, remembered_fit
-from .output import ContextWindowFull, Cutoff, Stretch, is_cut_off, output_cap
+from .output import Cutoff, Stretch, is_cut_off, output_cap
 
 if TYPE_CHECKING:
     from ..flow import acall_with_recovery, call_with_recovery
@@ -32,12 +39,13 @@ __all__ = [
     "Cutoff",
     "ErrorKind",
     "Fit",
-    "RecoveryFailed",
+    "RecoveryExhausted",
     "RecoveryReport",
     "Stretch",
     "acall_with_recovery",
     "call_with_recovery",
     "classify",
+    "exhausted",
     "is_cut_off",
     "output_cap",
     "remembered_fit",

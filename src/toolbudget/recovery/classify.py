@@ -39,6 +39,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from ..errors import UpstreamError
+
 __all__ = ["Classified", "ErrorKind", "classify"]
 
 
@@ -371,7 +373,8 @@ def classify(error: object) -> Classified:
 
     ``error`` may be an SDK exception (anthropic, openai, google-genai,
     botocore ``ClientError`` / ``EventStreamError``, or anything with
-    ``status_code`` and ``body`` / ``message``), an HTTP response object
+    ``status_code`` and ``body`` / ``message``), a
+    :class:`~toolbudget.errors.UpstreamError`, an HTTP response object
     (``httpx.Response`` and look-alikes), a ``(status, body)`` pair whose body
     is a dict, str or bytes, or a bare body or typed SDK event (a streamed
     ``error`` event).
@@ -415,7 +418,10 @@ def _gather(error: object) -> _Evidence:
             ev.transport = True
             ev.fallback = str(error) or type(error).__name__
             return ev
-        _read_exception(error, ev)
+        if isinstance(error, UpstreamError):
+            _read_upstream(error, ev)
+        else:
+            _read_exception(error, ev)
     elif isinstance(error, tuple) and len(error) == 2 and (error[0] is None or _status(error[0])):
         ev.status = _status(error[0])
         _read_body(error[1], ev, 0)
@@ -528,15 +534,27 @@ def _read_botocore(response: Mapping[object, object], ev: _Evidence) -> None:
     ev.shape = ev.shape or "bedrock"
 
 
+def _read_upstream(error: UpstreamError, ev: _Evidence) -> None:
+    """An HTTP error a proxy passes on: read as the response it was."""
+    ev.status = error.status
+    _read_error_type(error.header("x-amzn-errortype"), ev)
+    _read_body(error.body, ev, 0)
+    if not ev.messages:
+        ev.fallback = str(error)
+
+
+def _read_error_type(amzn: object, ev: _Evidence) -> None:
+    # Bedrock's raw HTTP answers name the exception in a header, not in the body.
+    if isinstance(amzn, str) and amzn:
+        _add_code(ev, amzn.split(":", 1)[0])
+        ev.shape = ev.shape or "bedrock"
+
+
 def _read_response(response: object, ev: _Evidence) -> None:
     ev.status = _status(_attr(response, "status_code"))
     get = _attr(_attr(response, "headers"), "get")
     if callable(get):
-        # Bedrock's raw HTTP answers name the exception in a header, not in the body.
-        amzn = get("x-amzn-errortype")
-        if isinstance(amzn, str) and amzn:
-            _add_code(ev, amzn.split(":", 1)[0])
-            ev.shape = ev.shape or "bedrock"
+        _read_error_type(get("x-amzn-errortype"), ev)
     content = _attr(response, "content")
     if content is None:  # an unread stream: read it, or give up on the body
         read = _attr(response, "read")

@@ -48,9 +48,8 @@ from ..marker import marker_line
 from ..model import Data, Message, Part, Request, Text, Thinking, ToolCall, ToolResult
 from ..pairing import repair_request
 from ..policy import Policy
-from ..previews import make_preview
-from ..previews._lines import head_end, newline_of, tail_start
-from ..wire._common import dumps_text
+from ..previews import head_end, make_preview, newline_of, tail_start
+from ..wire import dumps_text
 from .classify import Classified
 
 if TYPE_CHECKING:
@@ -77,7 +76,12 @@ _MARKER_CHARS = 320  # about what a marker line with a path takes
 
 
 class RecoveryFailed(Exception):
-    """Nothing smaller can be sent: the system prompt leaves no room even for the task's head and tail."""
+    """Nothing smaller can be sent: the system prompt leaves no room even for the task's head and tail.
+
+    Internal to recovery, so not a :class:`~toolbudget.errors.ToolbudgetError`:
+    the loop catches it and gives up with
+    :class:`~toolbudget.errors.RecoveryExhausted`, whose ``reason`` is this message.
+    """
 
 
 @dataclass(frozen=True, slots=True)

@@ -106,6 +106,8 @@ class Climb:
         self.key: _Key = (self.api, self.original.model)
         self.refused: int | None = None
         self.remembered = False
+        self.reason: str | None = None
+        """Why :meth:`retry` found nothing left to try."""
         self._start_from_memory()
 
     def _start_from_memory(self) -> None:
@@ -169,6 +171,7 @@ class Climb:
         refused = estimate_tokens(self.sent)
         self.refused = refused if self.refused is None else min(self.refused, refused)
         if len(self.attempts) >= self.session.policy.max_recovery_attempts:
+            self.reason = f"{len(self.attempts) + 1} requests were refused as too long"
             return None
         try:
             shrunk, attempt = next_rung(
@@ -179,7 +182,8 @@ class Climb:
                 factor=self.factor,
                 below=refused,
             )
-        except RecoveryFailed:
+        except RecoveryFailed as exc:
+            self.reason = str(exc)
             return None
         self._send(shrunk, attempt)
         return self.body

@@ -47,7 +47,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from .. import wire
-from ..errors import ToolbudgetError
+from ..errors import ContextWindowFull
 from ..model import Message, Text
 from ..policy import Policy
 from .classify import Classified, ErrorKind, classify
@@ -128,23 +128,6 @@ class Cutoff:
     """The context window stopped it, not ``max_tokens``: treated as a context overflow."""
     output_tokens: int | None = None
     """The output tokens the answer's usage states."""
-
-
-class ContextWindowFull(ToolbudgetError):
-    """An answer stopped by the context window, raised inside a send so the ladder shrinks the history.
-
-    It carries what a provider's overflow error would (``code``), so
-    :func:`~toolbudget.recovery.classify` reads it as a context overflow, and
-    the cut answer itself, for when the ladder has nothing smaller to send.
-    """
-
-    code = "model_context_window_exceeded"
-
-    def __init__(self, response: Any, cutoff: Cutoff) -> None:
-        self.response = response
-        self.cutoff = cutoff
-        tokens = f" after {cutoff.output_tokens} output tokens" if cutoff.output_tokens is not None else ""
-        super().__init__(f"the answer filled the model's context window ({cutoff.reason!r}{tokens})")
 
 
 # --------------------------------------------------------------------------- shapes

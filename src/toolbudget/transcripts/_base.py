@@ -26,7 +26,7 @@ from typing import Any
 from ..errors import EncodingError, InvalidJSON, TranscriptError
 from ..jsonio import loads, type_name
 from ..model import Message, Part, Text, ToolCall, ToolDef, ToolResult
-from ..wire._common import parse_arguments as _parse_json_arguments
+from ..wire import parse_arguments as _parse_json_arguments
 
 _BOM = b"\xef\xbb\xbf"
 # How orjson says a value stopped before it was complete (and nothing else).

@@ -1,7 +1,15 @@
 """The five wire APIs: one module each, with ``parse(body) -> Request`` and ``render(Request) -> body``.
 
 This package also tells a body's API from its shape (:func:`detect_api`) and
-converts a request between APIs (:func:`convert`).
+lays a parsed request out for another API (:func:`adapt`, what each module's
+``render`` does first). "Convert", in this library, means one thing: a
+conversation read off disk made into an API's request body
+(:func:`toolbudget.to_request`, ``toolbudget convert``). Three helpers of the wire
+forms are shared with the rest of the library, so they are offered here rather
+than reached for in ``_common``: :func:`dumps_text` (a value as the JSON text a
+text-only field carries), :func:`parse_arguments` (a call's argument text,
+parsed, and whether it parsed) and :func:`tools_for_calls` (placeholder
+definitions for calls that came without any).
 """
 
 from __future__ import annotations
@@ -13,18 +21,21 @@ from typing import Any, Protocol, cast
 from ..errors import UnknownAPIError
 from ..jsonio import to_body
 from ..model import Request
-from ._common import EntryCache
+from ._common import EntryCache, dumps_text, parse_arguments, tools_for_calls
 
 __all__ = [
     "APIS",
     "EntryCache",
     "WireModule",
-    "convert",
+    "adapt",
     "detect_api",
+    "dumps_text",
     "module",
     "parse",
+    "parse_arguments",
     "render",
     "resolve_api",
+    "tools_for_calls",
 ]
 
 APIS: tuple[str, ...] = ("anthropic", "openai-chat", "openai-responses", "gemini", "bedrock-converse")
@@ -99,8 +110,8 @@ def render(request: Request, api: str | None = None) -> dict[str, Any]:
     return module(target).render(request)
 
 
-def convert(request: Request, api: str) -> Request:
-    """The request laid out for another API (a no-op for its own)."""
+def adapt(request: Request, api: str) -> Request:
+    """The request laid out for ``api``, still a :class:`Request` (itself when it is ``api``'s own)."""
     mod = module(api)
     return request if request.api == mod.API else mod.adapt(request)
 
