@@ -27,7 +27,7 @@ it), and a fixed ratio keeps every decision a pure function of the history.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from .jsonio import dumps
@@ -108,30 +108,38 @@ def _part_texts(part: Part) -> Iterator[str]:
         yield part.text
 
 
+def _parts_chars(parts: Iterable[Part]) -> int:
+    """The characters of ``parts`` the model reads: the lengths of what :func:`_part_texts`
+    gives, summed in one loop (this runs on every message of every request), except that a
+    structured value (a call's arguments without their own text, a JSON result) counts
+    the UTF-8 bytes of its JSON: see :func:`_json_size`."""
+    total = 0
+    for part in parts:
+        if isinstance(part, Text):
+            total += len(part.text)
+        elif isinstance(part, ToolResult):
+            for inner in part.content:
+                if isinstance(inner, Text):
+                    total += len(inner.text)
+                elif isinstance(inner, Data):
+                    total += _json_size(inner.value)
+        elif isinstance(part, ToolCall):
+            total += (
+                len(part.arguments_json) if part.arguments_json is not None else _json_size(part.arguments)
+            )
+        elif isinstance(part, Thinking) and part.text:
+            total += len(part.text)
+    return total
+
+
 def part_chars(part: Part) -> int:
-    """The characters of one part the model reads, as :func:`_part_texts` gives them, but
-    with a structured value (a call's arguments without their own text, a JSON result)
-    counted in the UTF-8 bytes of its JSON: see :func:`_json_size`."""
-    if isinstance(part, Text):
-        return len(part.text)
-    if isinstance(part, ToolResult):
-        total = 0
-        for inner in part.content:
-            if isinstance(inner, Text):
-                total += len(inner.text)
-            elif isinstance(inner, Data):
-                total += _json_size(inner.value)
-        return total
-    if isinstance(part, ToolCall):
-        return len(part.arguments_json) if part.arguments_json is not None else _json_size(part.arguments)
-    if isinstance(part, Thinking) and part.text:
-        return len(part.text)
-    return 0
+    """The characters of one part the model reads."""
+    return _parts_chars((part,))
 
 
 def message_chars(message: Message) -> int:
     """The characters of a message the model reads: what sizes and places it in a prompt."""
-    return sum(part_chars(part) for part in message.parts)
+    return _parts_chars(message.parts)
 
 
 _TOOLS_MEASURED: dict[int, tuple[tuple[ToolDef, ...], int]] = {}
