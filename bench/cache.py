@@ -41,10 +41,10 @@ from _shared import REPO, conversations, trajectories
 sys.path.insert(0, str(REPO / "tests"))
 
 from toolbudget import ToolbudgetError, to_request, wire
-from toolbudget.measure import CHARS_PER_TOKEN
+from toolbudget.measure import CHARS_PER_TOKEN, prompt_text
 from toolbudget.model import Text, ToolCall, ToolResult
 from toolbudget.policy import Policy
-from toolbudget.replay import ReplayTotals, prompt_text, replay_requests, requests_of
+from toolbudget.replay import ReplayTotals, replay_requests, requests_of
 from toolbudget.session import Session
 
 CLEAR_TRIGGER_TOKENS = 100_000

@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from .. import wire
+from ..measure import estimate_tokens
 from ..model import Request
 from .classify import Classified, ErrorKind, classify
 from .ladder import (
@@ -50,7 +51,6 @@ from .ladder import (
     RecoveryFailed,
     RecoveryReport,
     calibration,
-    estimate_tokens,
     next_rung,
     target_of,
 )
