@@ -11,7 +11,7 @@ each assistant turn, as Anthropic Messages bodies) under:
   100,000 input tokens, keep the 3 most recent tool uses), simulated on the client.
 
 Each request's cached prefix is its common prefix with the previous request; billed
-input is cache reads at 0.1 and cache writes at 1.25 (Anthropic's ratios). Targets
+input is cache reads and writes at the prices of ``toolbudget.models`` (Anthropic's ratios). Targets
 (issue "Progressive microcompaction"): on every session cache-aware is at most 2% above
 the cheaper of unmanaged and eager; over sessions whose final context exceeds 50k
 tokens it averages at least 25% below unmanaged; its prefix is stable on at least
@@ -41,9 +41,10 @@ from _shared import REPO, conversations, trajectories
 sys.path.insert(0, str(REPO / "tests"))
 
 from toolbudget import ToolbudgetError, to_request, wire
+from toolbudget.measure import CHARS_PER_TOKEN, prompt_text
 from toolbudget.model import Text, ToolCall, ToolResult
 from toolbudget.policy import Policy
-from toolbudget.replay import ReplayTotals, prompt_text, replay_requests, requests_of
+from toolbudget.replay import ReplayTotals, replay_requests, requests_of
 from toolbudget.session import Session
 
 CLEAR_TRIGGER_TOKENS = 100_000
@@ -66,7 +67,7 @@ def toolbudget_manager(policy: Policy, name: str, api: str = "anthropic") -> tup
 def clear_tool_uses(body: dict[str, Any]) -> tuple[dict[str, Any], int]:
     """Anthropic's clear_tool_uses_20250919 with its defaults, applied as the server would."""
     request = wire.parse(body, "anthropic")
-    if len(prompt_text(request)) / 4 <= CLEAR_TRIGGER_TOKENS:
+    if len(prompt_text(request)) / CHARS_PER_TOKEN <= CLEAR_TRIGGER_TOKENS:
         return body, 0
     calls = [p.id for m in request.messages for p in m.parts if isinstance(p, ToolCall)]
     keep = set(calls[-CLEAR_KEEP:])

@@ -26,7 +26,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from .compaction import (
-    EXEC_TOOLS,
     LEVEL_FOLDED,
     LEVEL_PREVIEW,
     LEVEL_SUMMARY,
@@ -40,9 +39,11 @@ from .errors import StoreError, ToolbudgetError
 from .inplace import with_text
 from .jsonio import dumps
 from .marker import find_markers, is_recall_tool, marker_line
+from .measure import MARKER_ROOM, message_chars
 from .model import Data, Message, Part, Request, Text, Thinking, ToolCall, ToolResult
 from .policy import Policy
 from .previews import Preview, make_preview
+from .tools import EXEC_TOOLS
 from .wire import dumps_text
 
 __all__ = [
@@ -60,9 +61,6 @@ __all__ = [
 
 MIN_PREVIEW_CHARS = 600
 """The smallest preview the turn budget shrinks a result to: the marker and a little text."""
-
-# Room kept for the marker line on top of the preview's head and tail.
-MARKER_ROOM = 320
 
 
 class Archive:
@@ -621,27 +619,6 @@ def _compact(
         elif level == LEVEL_PREVIEW and len(slot.original) > limit and len(slot.current) > limit:
             cutter.preview(slot, limit, COMPACT_PREVIEW)
     return schedule.fired_now
-
-
-def message_chars(message: Message) -> int:
-    """The characters of a message the model reads: what sizes and places it in a prompt."""
-    total = 0
-    for part in message.parts:
-        if isinstance(part, Text):
-            total += len(part.text)
-        elif isinstance(part, ToolResult):
-            for inner in part.content:
-                if isinstance(inner, Text):
-                    total += len(inner.text)
-                elif isinstance(inner, Data):
-                    total += len(dumps(inner.value))
-        elif isinstance(part, ToolCall):
-            total += (
-                len(part.arguments_json) if part.arguments_json is not None else len(dumps(part.arguments))
-            )
-        elif isinstance(part, Thinking) and part.text:
-            total += len(part.text)
-    return total
 
 
 def _turn_budgets(slots: Sequence[_Slot], policy: Policy, cutter: _Cutter) -> list[Unreachable]:

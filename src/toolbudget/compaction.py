@@ -51,10 +51,12 @@ from typing import Any
 
 import orjson
 
-from .jsonio import dumps
-from .model import Message, Request, Text, ToolCall, ToolDef
+from .measure import MARKER_ROOM, chars_for, fixed_chars
+from .model import Message, Request, ToolCall
+from .models import CACHE_READ, CACHE_WRITE, context_window
 from .policy import Policy
 from .previews import STRATEGY, detect, split_envelope
+from .tools import EDITOR_TOOLS, EXEC_TOOLS, FILE_VIEW_TOOLS, REPORT_TOOLS, WRITE_TOOLS
 
 __all__ = [
     "EXEC_TOOLS",
@@ -75,53 +77,17 @@ __all__ = [
     "turn_starts",
 ]
 
-# Tools whose results carry an exit status and error text worth keeping at every level.
-EXEC_TOOLS = frozenset(
-    {
-        "Bash",
-        "bash",
-        "shell",
-        "run_shell_command",
-        "exec_command",
-        "execute_bash",
-        "local_shell",
-        "python",
-        "run",
-        "run_command",
-        "terminal",
-        "BashOutput",
-        "write_stdin",
-    }
-)
-WRITE_TOOLS = frozenset(
-    {
-        "Write",
-        "Edit",
-        "MultiEdit",
-        "NotebookEdit",
-        "str_replace_editor",
-        "str_replace_based_edit_tool",
-        "apply_patch",
-        "write_file",
-        "replace",
-        "edit_file",
-        "edit",
-        "create",
-    }
-)
-
 LEVEL_NONE, LEVEL_PREVIEW, LEVEL_SUMMARY, LEVEL_FOLDED = 0, 1, 2, 3
 """A result's compaction levels. ``LEVEL_FOLDED``: its whole turn is folded away (see below)."""
 FOLD_ROOM = 400
 """What the one marker that stands for the folded turns takes (an estimate for the schedule)."""
 
-_MARKER_ROOM = 320
 _SUMMARY_CHARS = 420
 _SUMMARY_ERROR_CHARS = 1_000
 
-# Cost model: Anthropic's price ratios for cache reads and writes, relative to base input.
-READ_COST = 0.1
-WRITE_COST = 1.25
+# Cost model: cache read and write prices relative to base input (see :mod:`toolbudget.models`).
+READ_COST = CACHE_READ
+WRITE_COST = CACHE_WRITE
 # How many more requests a compaction is expected to serve: half as many as the session has
 # had so far, at least 10 and at most 60. Chosen by replaying the shared sessions (see README):
 # longer horizons compact too late in short sessions, shorter ones too late in long ones.
@@ -132,66 +98,6 @@ HORIZON_MAX = 60
 # share above leaving the history alone: the session's results have not been paying back
 # their rewrites, so a guess that the next ones will is a poor bet. (Watermarks still fire.)
 EAGER_LOSING = 0.3
-
-_WINDOWS = (
-    ("claude", 200_000),
-    ("gpt-4.1", 1_047_576),
-    ("gpt-4o", 128_000),
-    ("gpt-4-turbo", 128_000),
-    ("gpt-5", 400_000),
-    ("o1", 200_000),
-    ("o3", 200_000),
-    ("o4", 200_000),
-    ("gemini", 1_048_576),
-    ("deepseek", 128_000),
-    ("mistral", 131_072),
-    ("llama", 128_000),
-    ("qwen", 131_072),
-)
-DEFAULT_WINDOW = 200_000
-
-
-def context_window(policy: Policy, model: str | None) -> int:
-    """The context window in tokens: the policy's, or the one known for the model's name."""
-    if policy.context_window_tokens:
-        return policy.context_window_tokens
-    name = (model or "").lower()
-    for prefix, window in _WINDOWS:
-        if prefix in name:
-            return window
-    return DEFAULT_WINDOW
-
-
-def fixed_chars(request: Request) -> int:
-    """The characters a request sends besides its messages: the system prompt and the tool definitions.
-
-    Both fill the context window on every request, so the estimate, the
-    report and the watermarks all count them.
-    """
-    system = sum(len(p.text) for p in request.system if isinstance(p, Text))
-    return system + tool_chars(request.tools)
-
-
-_TOOLS_MEASURED: dict[int, tuple[tuple[ToolDef, ...], int]] = {}
-
-
-def tool_chars(tools: tuple[ToolDef, ...]) -> int:
-    """The characters of the tool definitions: names, descriptions and parameter schemas.
-
-    A resent tool list is the same tuple (the parse caches keep it), so its
-    count is remembered by identity, with the tuple itself kept so the
-    identity cannot be reused.
-    """
-    if not tools:
-        return 0
-    known = _TOOLS_MEASURED.get(id(tools))
-    if known is not None and known[0] is tools:
-        return known[1]
-    total = sum(len(tool.name) + len(tool.description or "") + len(dumps(tool.parameters)) for tool in tools)
-    if len(_TOOLS_MEASURED) >= 256:
-        _TOOLS_MEASURED.clear()
-    _TOOLS_MEASURED[id(tools)] = (tools, total)
-    return total
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,7 +138,7 @@ def size_at(slot: SlotInfo, level: int, policy: Policy) -> int:
     if level == LEVEL_FOLDED:
         return 0
     if level == LEVEL_PREVIEW:
-        return min(slot.size, policy.microcompact_head_chars + policy.microcompact_tail_chars + _MARKER_ROOM)
+        return min(slot.size, policy.microcompact_head_chars + policy.microcompact_tail_chars + MARKER_ROOM)
     return min(slot.size, _SUMMARY_ERROR_CHARS if slot.keeps_errors else _SUMMARY_CHARS)
 
 
@@ -293,7 +199,7 @@ class Schedule:
             )
             return now
         points = [*starts[1:], len(request.messages)]
-        window_chars = context_window(policy, request.model) * 4
+        window_chars = chars_for(context_window(policy, request.model))
         # The system prompt and the tool definitions fill the window too.
         fixed = fixed_chars(request)
         # Every earlier decision depends on these too: when they change, none of the memo holds.
@@ -752,12 +658,6 @@ _KEY_ARGS = (
     "regex",
     "glob",
 )
-# Tools that show a file (a read tool's key argument is the file's path).
-_READ_TOOLS = frozenset({"Read", "read_file", "read", "view", "open", "cat", "view_file"})
-# Editors whose ``view`` command shows a file at ``path``.
-_EDITORS = frozenset({"str_replace_editor", "str_replace_based_edit_tool"})
-# Tools whose result is a sub-agent's report.
-_REPORT_TOOLS = frozenset({"Task", "Agent"})
 # A command that only prints one file: its output is the file (no pipe, redirect or heredoc).
 _READ_COMMAND = re.compile(
     r"(?:cd [^;&|<>`$]+ && )?"
@@ -885,7 +785,7 @@ def key_argument(call: ToolCall | None) -> str:
     An editor tool's ``command`` is only its verb (``view``, ``str_replace``):
     the file it worked on goes with it, or every view would read alike.
     """
-    if call is not None and call.name in _EDITORS and isinstance(call.arguments, dict):
+    if call is not None and call.name in EDITOR_TOOLS and isinstance(call.arguments, dict):
         verb, path = call.arguments.get("command"), call.arguments.get("path")
         if isinstance(path, str) and path.strip():
             return _short(f"{verb} {path}" if isinstance(verb, str) and verb.strip() else path)
@@ -897,10 +797,10 @@ def _shown_file(tool: str | None, call: ToolCall | None) -> str | None:
     if call is None or not isinstance(call.arguments, dict):
         return None
     arguments: dict[str, Any] = call.arguments
-    if tool in _EDITORS:
+    if tool in EDITOR_TOOLS:
         path = arguments.get("path")
         return path if arguments.get("command") == "view" and isinstance(path, str) else None
-    if tool in _READ_TOOLS:
+    if tool in FILE_VIEW_TOOLS:
         for name in ("file_path", "path", "absolute_path", "filename", "file"):
             value = arguments.get(name)
             if isinstance(value, str) and value.strip():
@@ -919,7 +819,7 @@ def result_kind(tool: str | None, call: ToolCall | None, text: str, *, is_error:
     An error result is the error's text, never the file its call named.
     """
     path = None if is_error else _shown_file(tool, call)
-    return detect(text, path=path, report=tool in _REPORT_TOOLS and not is_error)
+    return detect(text, path=path, report=tool in REPORT_TOOLS and not is_error)
 
 
 def _short(text: str, room: int = 80) -> str:

@@ -9,6 +9,12 @@ agent must be able to tighten a budget without touching the code.
 Caps compose instead of defeating each other: a tool's own cap *replaces* the
 per-result cap for that tool (an 80k cap on file reads means a 70k read goes
 through whole), and the per-turn budget is enforced on top of that.
+
+Each setting is declared once, as a field made by :func:`setting`: its kind,
+its bounds, whether it is in the fingerprint and whether recovery scales it.
+The environment variable names, the checks of files and code, the range
+checks, the fingerprint and :meth:`Policy.scaled` are all read from the
+fields, so they cannot drift apart.
 """
 
 from __future__ import annotations
@@ -16,54 +22,18 @@ from __future__ import annotations
 import os
 import tomllib
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import MISSING, dataclass, field, fields, replace
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Self
 
 from .errors import InputError
 from .jsonio import type_name
 from .marker import RECALL_TOOL, is_recall_tool
 from .recall import MIN_PAGE_CHARS
+from .tools import FILE_READ_TOOLS, LISTING_TOOLS, SEARCH_TOOLS
 
 __all__ = ["DEFAULT_TOOL_CAPS", "Policy"]
-
-# Tool names used by Claude Code, Codex, Gemini CLI, OpenHands, SWE-agent and others, by role.
-FILE_READ_TOOLS = (
-    "Read",
-    "read_file",
-    "ReadFile",
-    "read_many_files",
-    "view_file",
-    "open",
-    "NotebookRead",
-    "fs_read",
-    "cat",
-)
-SEARCH_TOOLS = (
-    "Grep",
-    "grep",
-    "search_dir",
-    "search_file",
-    "search_file_content",
-    "rg",
-    "ripgrep",
-    "codebase_search",
-    "find_in_files",
-    "WebSearch",
-    "web_search",
-)
-LISTING_TOOLS = (
-    "Glob",
-    "glob",
-    "LS",
-    "ls",
-    "list_directory",
-    "list_dir",
-    "list_files",
-    "find_file",
-    "tree",
-)
 
 FILE_READ_CAP = 80_000
 SEARCH_CAP = 60_000
@@ -80,104 +50,289 @@ def _default_caps() -> Mapping[str, int]:
 
 DEFAULT_TOOL_CAPS = _default_caps()
 
+COMPACTION_MODES = ("cache-aware", "eager", "off")
+
+
+# --- kinds of setting: how each is read, checked and fingerprinted ----------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Kind:
+    """What values one kind of setting takes, and how it is read from text and files."""
+
+    def read(self, raw: str, variable: str) -> Any:
+        """The value of an environment variable's text."""
+        return raw
+
+    def check(self, value: Any, label: str) -> Any:
+        """A value from a file or from code, checked for its type; ``label`` names it in errors."""
+        return value
+
+    def invalid(self, value: Any, spec: _Spec) -> str | None:
+        """Why ``value`` is out of range for the policy (``None``: it is not)."""
+        return None
+
+    def show(self, value: Any) -> str:
+        """The value as the fingerprint writes it."""
+        return str(value)
+
+
+def _whole(raw: str, variable: str) -> int:
+    try:
+        return int(raw.replace("_", ""))
+    except ValueError:
+        raise InputError(f"{variable} must be a whole number, not {raw!r}") from None
+
+
+@dataclass(frozen=True, slots=True)
+class _Count(_Kind):
+    """A whole number of ``unit``, at least the setting's ``least``."""
+
+    unit: str = "characters"
+
+    def read(self, raw: str, variable: str) -> Any:
+        return _whole(raw, variable)
+
+    def check(self, value: Any, label: str) -> Any:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise InputError(f"{label} must be a whole number of {self.unit}, not {value!r}")
+        return value
+
+    def invalid(self, value: Any, spec: _Spec) -> str | None:
+        if spec.least is None or value >= spec.least:
+            return None
+        if spec.why:
+            return f"{spec.name} must be at least {spec.least}, {spec.why}, not {value}"
+        if spec.least == 1:
+            return f"{spec.name} must be a positive number of {self.unit}, not {value}"
+        return f"{spec.name} cannot be negative, not {value}"
+
+
+@dataclass(frozen=True, slots=True)
+class _Tokens(_Kind):
+    """A positive number of tokens, or ``None`` for the one known per model."""
+
+    def read(self, raw: str, variable: str) -> Any:
+        return _whole(raw, variable)
+
+    def check(self, value: Any, label: str) -> Any:
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise InputError(f"{label} must be a positive number of tokens")
+        return value
+
+    def invalid(self, value: Any, spec: _Spec) -> str | None:
+        if value is not None and value < 1:
+            return f"{spec.name} must be a positive number of tokens, not {value}"
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class _Number(_Kind):
+    """A number: a share of the window, or seconds."""
+
+    what: str = "a share of the window such as 0.8"
+
+    def read(self, raw: str, variable: str) -> Any:
+        try:
+            return float(raw)
+        except ValueError:
+            raise InputError(f"{variable} must be {self.what}, not {raw!r}") from None
+
+    def check(self, value: Any, label: str) -> Any:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise InputError(f"{label} must be {self.what}, not {value!r}")
+        return float(value)
+
+
+@dataclass(frozen=True, slots=True)
+class _Seconds(_Number):
+    what: str = "a number of seconds"
+
+    def invalid(self, value: Any, spec: _Spec) -> str | None:
+        if 0 < value < float("inf"):
+            return None
+        return f"{spec.name} must be a positive number of seconds, not {value!r}"
+
+
+@dataclass(frozen=True, slots=True)
+class _Caps(_Kind):
+    """Tool names to positive character counts (``Read=80000,Grep=60000`` in the environment)."""
+
+    def read(self, raw: str, variable: str) -> Any:
+        return _parse_caps(raw, variable)
+
+    def check(self, value: Any, label: str) -> Any:
+        if not isinstance(value, Mapping) or not all(
+            isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) and v > 0
+            for k, v in value.items()
+        ):
+            raise InputError(f"{label} must map tool names to positive character counts")
+        return dict(value)
+
+    def show(self, value: Any) -> str:
+        return ",".join(f"{k}={v}" for k, v in sorted(value.items()))
+
+
+@dataclass(frozen=True, slots=True)
+class _Tools(_Kind):
+    """A set of tool names (comma-separated in the environment)."""
+
+    def read(self, raw: str, variable: str) -> Any:
+        return [t.strip() for t in raw.split(",") if t.strip()]
+
+    def check(self, value: Any, label: str) -> Any:
+        if (
+            isinstance(value, str)
+            or not isinstance(value, Iterable)
+            or not all(isinstance(v, str) for v in value)
+        ):
+            raise InputError(f"{label} must be a list of tool names")
+        return list(value)
+
+    def show(self, value: Any) -> str:
+        return ",".join(sorted(value))
+
+
+@dataclass(frozen=True, slots=True)
+class _Mode(_Kind):
+    """One of :data:`COMPACTION_MODES`."""
+
+    def _known(self, value: Any, label: str) -> Any:
+        if value not in COMPACTION_MODES:
+            raise InputError(f"{label} must be one of {', '.join(COMPACTION_MODES)}, not {value!r}")
+        return value
+
+    def read(self, raw: str, variable: str) -> Any:
+        return self._known(raw, variable)
+
+    def check(self, value: Any, label: str) -> Any:
+        return self._known(value, label)
+
+    def invalid(self, value: Any, spec: _Spec) -> str | None:
+        if value in COMPACTION_MODES:
+            return None
+        return f"{spec.name} must be one of {', '.join(COMPACTION_MODES)}, not {value!r}"
+
+
+@dataclass(frozen=True, slots=True)
+class _Url(_Kind):
+    """A store URL, or ``None``."""
+
+    def check(self, value: Any, label: str) -> Any:
+        if value is not None and not isinstance(value, str):
+            raise InputError(f"{label} must be a store URL")
+        return value
+
+
+_KINDS: dict[str, _Kind] = {
+    "chars": _Count("characters"),
+    "turns": _Count("turns"),
+    "attempts": _Count("attempts"),
+    "messages": _Count("messages"),
+    "tokens": _Tokens(),
+    "share": _Number(),
+    "seconds": _Seconds(),
+    "caps": _Caps(),
+    "tools": _Tools(),
+    "mode": _Mode(),
+    "url": _Url(),
+}
+"""The kinds of setting, by the name :func:`setting` takes."""
+
+
+def setting(
+    default: Any = MISSING,
+    kind: str = "chars",
+    *,
+    least: int | None = None,
+    why: str = "",
+    fingerprint: bool = True,
+    scales: bool = False,
+    factory: Any = MISSING,
+) -> Any:
+    """A :class:`Policy` field and what is known of it, in one place.
+
+    ``kind`` says how the setting is read from files and the environment and
+    what values it takes (see :data:`_KINDS`); ``least`` is the smallest
+    value allowed (``why`` says why, when the bound is not obvious);
+    ``fingerprint`` says whether it changes what the model sees, and
+    ``scales`` whether it is a budget :meth:`Policy.scaled` tightens. Its
+    environment variable is ``TOOLBUDGET_`` and its name in capitals. Every
+    table the loader and the checks use is derived from these, so a new
+    field needs nothing else.
+    """
+    if kind not in _KINDS:
+        raise TypeError(f"unknown kind of setting {kind!r}")
+    metadata = {"kind": kind, "least": least, "why": why, "fingerprint": fingerprint, "scales": scales}
+    if factory is not MISSING:
+        return field(default_factory=factory, metadata=metadata)
+    return field(default=default, metadata=metadata)
+
 
 @dataclass(frozen=True, slots=True)
 class Policy:
     """Every budget setting. Construct with :meth:`load` to honour files and environment."""
 
-    result_max_chars: int = 20_000
+    result_max_chars: int = setting(20_000, least=1, scales=True)
     """Cap for one result of a tool with no cap of its own."""
-    turn_budget_chars: int = 200_000
+    turn_budget_chars: int = setting(200_000, least=1, scales=True)
     """Cap for all results answering one assistant turn, enforced largest result first."""
-    tool_caps: Mapping[str, int] = field(default_factory=lambda: DEFAULT_TOOL_CAPS)
+    tool_caps: Mapping[str, int] = setting(kind="caps", scales=True, factory=lambda: DEFAULT_TOOL_CAPS)
     """Per-tool caps; a tool's cap replaces ``result_max_chars`` for it."""
-    exempt_tools: frozenset[str] = frozenset({RECALL_TOOL})
+    exempt_tools: frozenset[str] = setting(frozenset({RECALL_TOOL}), "tools")
     """Tools never cut by the turn budget, bounded only by their own cap. The recall tool always is."""
-    error_max_chars: int = 50_000
+    error_max_chars: int = setting(50_000, least=1, scales=True)
     """Cap for results flagged as errors, and for stderr: errors are kept whole up to here."""
-    preview_head_chars: int = 4_000
-    preview_tail_chars: int = 1_000
-    store: str | None = None
+    preview_head_chars: int = setting(4_000, least=0, scales=True)
+    preview_tail_chars: int = setting(1_000, least=0, scales=True)
+    store: str | None = setting(None, "url", fingerprint=False)
     """Archive store URL (``dir:PATH``, ``sqlite:PATH``, ``redis://...``, ``memory:``).
 
     ``None`` is the session workspace, a private directory in the user's cache dir."""
-    store_timeout: float = 1.0
+    store_timeout: float = setting(1.0, "seconds", fingerprint=False)
     """Seconds one request may wait for its archive store in all; a store slower than that is
     skipped (its cuts say the rest could not be kept) until it answers again."""
-    recall_max_chars: int = 8_000
+    recall_max_chars: int = setting(
+        8_000, least=MIN_PAGE_CHARS, why="to hold a page's header and the pointer to the next page"
+    )
     """The page size of a recall answer."""
 
-    microcompact_truncate_turns: int = 2
+    microcompact_truncate_turns: int = setting(
+        2, "turns", least=1, why="since a result is compacted once moved past"
+    )
     """Age (assistant turns since the call) at which an old result becomes a head-and-tail preview."""
-    microcompact_summarize_turns: int = 4
+    microcompact_summarize_turns: int = setting(4, "turns")
     """Age at which an old result becomes a one-line summary."""
-    microcompact_min_chars: int = 3_000
+    microcompact_min_chars: int = setting(3_000, least=0)
     """Only results whose original is longer than this are compacted."""
-    microcompact_head_chars: int = 2_000
-    microcompact_tail_chars: int = 500
-    compaction: str = "cache-aware"
+    microcompact_head_chars: int = setting(2_000, least=0)
+    microcompact_tail_chars: int = setting(500, least=0)
+    compaction: str = setting("cache-aware", "mode")
     """``cache-aware`` (compact in batches the cache can afford), ``eager`` (every turn), or ``off``."""
-    compact_clear_at_least: int = 4_000
+    compact_clear_at_least: int = setting(4_000, least=0)
     """The fewest characters a compaction event must reclaim (a floor under the cost model)."""
-    compact_high_watermark: float = 0.8
+    compact_high_watermark: float = setting(0.8, "share")
     """Share of the context window at which an event fires whatever the cost."""
-    compact_low_watermark: float = 0.6
+    compact_low_watermark: float = setting(0.6, "share")
     """Share of the context window an event brings the history down to."""
-    context_window_tokens: int | None = None
+    context_window_tokens: int | None = setting(None, "tokens")
     """The model's window; known per model name when left out."""
 
-    max_recovery_attempts: int = 3
+    max_recovery_attempts: int = setting(3, "attempts", least=0, fingerprint=False)
     """How many smaller histories to try after the provider says the prompt is too long."""
-    emergency_keep_messages: int = 10
+    emergency_keep_messages: int = setting(10, "messages", least=1, fingerprint=False)
     """Messages kept after the task at recovery level 2 (level 3 keeps 4)."""
-    max_token_escalations: int = 2
+    max_token_escalations: int = setting(2, "attempts", least=0, fingerprint=False)
     """How many times ``max_tokens`` is doubled when an answer is cut off."""
-    max_output_tokens: int | None = None
+    max_output_tokens: int | None = setting(None, "tokens", fingerprint=False)
     """The model's output cap for escalation; known per model name when left out."""
 
     def __post_init__(self) -> None:
-        for name in (
-            "result_max_chars",
-            "turn_budget_chars",
-            "error_max_chars",
-            "recall_max_chars",
-            "emergency_keep_messages",
-        ):
-            if getattr(self, name) < 1:
-                raise InputError(f"{name} must be a positive number of characters, not {getattr(self, name)}")
-        for name in (
-            "preview_head_chars",
-            "preview_tail_chars",
-            "microcompact_head_chars",
-            "microcompact_tail_chars",
-        ):
-            if getattr(self, name) < 0:
-                raise InputError(f"{name} cannot be negative")
-        if self.recall_max_chars < MIN_PAGE_CHARS:
-            raise InputError(
-                f"recall_max_chars must be at least {MIN_PAGE_CHARS}, to hold a page's header and "
-                f"the pointer to the next page, not {self.recall_max_chars}"
-            )
-        for name in ("context_window_tokens", "max_output_tokens"):
-            value = getattr(self, name)
-            if value is not None and value < 1:
-                raise InputError(f"{name} must be a positive number of tokens, not {value}")
-        if self.microcompact_truncate_turns < 1:
-            raise InputError(
-                "microcompact_truncate_turns must be at least 1: a result is compacted once moved past"
-            )
-        if self.microcompact_min_chars < 0 or self.compact_clear_at_least < 0:
-            raise InputError("microcompact_min_chars and compact_clear_at_least cannot be negative")
-        if self.max_recovery_attempts < 0 or self.max_token_escalations < 0:
-            raise InputError("max_recovery_attempts and max_token_escalations cannot be negative")
-        if not 0 < self.store_timeout < float("inf"):
-            raise InputError(
-                f"store_timeout must be a positive number of seconds, not {self.store_timeout!r}"
-            )
-        if self.compaction not in COMPACTION_MODES:
-            raise InputError(
-                f"compaction must be one of {', '.join(COMPACTION_MODES)}, not {self.compaction!r}"
-            )
+        for spec in _specs(type(self)):
+            problem = spec.kind.invalid(getattr(self, spec.name), spec)
+            if problem:
+                raise InputError(problem)
+        # What no single field can say alone.
         if not 0 < self.compact_low_watermark <= self.compact_high_watermark <= 1:
             raise InputError("the compaction watermarks must satisfy 0 < low <= high <= 1")
         if self.microcompact_summarize_turns < self.microcompact_truncate_turns:
@@ -216,46 +371,25 @@ class Policy:
         return self.preview_head_chars / total if total else 0.8
 
     def fingerprint(self) -> str:
-        """A stable text naming every setting that changes what the model sees."""
-        caps = ",".join(f"{k}={v}" for k, v in sorted(self.tool_caps.items()))
+        """A stable text naming every setting that changes what the model sees (in field order)."""
         return "|".join(
-            (
-                str(self.result_max_chars),
-                str(self.turn_budget_chars),
-                caps,
-                ",".join(sorted(self.exempt_tools)),
-                str(self.error_max_chars),
-                str(self.preview_head_chars),
-                str(self.preview_tail_chars),
-                str(self.recall_max_chars),
-                str(self.microcompact_truncate_turns),
-                str(self.microcompact_summarize_turns),
-                str(self.microcompact_min_chars),
-                str(self.microcompact_head_chars),
-                str(self.microcompact_tail_chars),
-                self.compaction,
-                str(self.compact_clear_at_least),
-                str(self.compact_high_watermark),
-                str(self.compact_low_watermark),
-                str(self.context_window_tokens),
-            )
+            spec.kind.show(getattr(self, spec.name)) for spec in _specs(type(self)) if spec.fingerprint
         )
 
-    def scaled(self, factor: float) -> Policy:
+    def scaled(self, factor: float) -> Self:
         """The same policy with every budget multiplied by ``factor`` (recovery tightens budgets)."""
 
         def scale(value: int) -> int:
             return max(1, int(value * factor))
 
-        return replace(
-            self,
-            result_max_chars=scale(self.result_max_chars),
-            turn_budget_chars=scale(self.turn_budget_chars),
-            tool_caps={k: scale(v) for k, v in self.tool_caps.items()},
-            error_max_chars=scale(self.error_max_chars),
-            preview_head_chars=scale(self.preview_head_chars),
-            preview_tail_chars=scale(self.preview_tail_chars),
-        )
+        changes: dict[str, Any] = {}
+        for spec in _specs(type(self)):
+            if spec.scales:
+                value = getattr(self, spec.name)
+                changes[spec.name] = (
+                    {k: scale(v) for k, v in value.items()} if isinstance(value, Mapping) else scale(value)
+                )
+        return replace(self, **changes)
 
     # --- loading ---------------------------------------------------------------------
 
@@ -266,7 +400,7 @@ class Policy:
         *,
         env: Mapping[str, str] | None = None,
         **values: Any,
-    ) -> Policy:
+    ) -> Self:
         """Defaults, then ``pyproject.toml`` and ``toolbudget.toml`` in ``root`` (the working
         directory by default), then ``values`` given in code, then the environment."""
         base = Path(root) if root is not None else Path.cwd()
@@ -274,13 +408,15 @@ class Policy:
         pyproject = base / "pyproject.toml"
         if pyproject.is_file():
             tool = _read_toml(pyproject).get("tool", {})
-            layers.append(_section(tool.get("toolbudget", {}) if isinstance(tool, dict) else tool, pyproject))
+            layers.append(
+                _section(cls, tool.get("toolbudget", {}) if isinstance(tool, dict) else tool, pyproject)
+            )
         own = base / "toolbudget.toml"
         if own.is_file():
             data = _read_toml(own)
-            layers.append(_section(data.get("toolbudget", data), own))
-        layers.append(_section(values, "the arguments"))
-        layers.append(_from_env(os.environ if env is None else env))
+            layers.append(_section(cls, data.get("toolbudget", data), own))
+        layers.append(_section(cls, values, "the arguments"))
+        layers.append(_from_env(cls, os.environ if env is None else env))
         settings: dict[str, Any] = {}
         caps: dict[str, int] = {}
         for layer in layers:
@@ -291,7 +427,7 @@ class Policy:
         return cls._build(settings)
 
     @classmethod
-    def _build(cls, settings: Mapping[str, Any]) -> Policy:
+    def _build(cls, settings: Mapping[str, Any]) -> Self:
         values = dict(settings)
         caps = dict(DEFAULT_TOOL_CAPS)
         caps.update(values.pop("tool_caps", {}))
@@ -301,52 +437,48 @@ class Policy:
         return cls(**values)
 
 
-COMPACTION_MODES = ("cache-aware", "eager", "off")
+@dataclass(frozen=True, slots=True)
+class _Spec:
+    """One setting as the loader and the checks see it, from its field."""
 
-_INT_FIELDS = {
-    "max_recovery_attempts",
-    "emergency_keep_messages",
-    "max_token_escalations",
-    "microcompact_truncate_turns",
-    "microcompact_summarize_turns",
-    "microcompact_min_chars",
-    "microcompact_head_chars",
-    "microcompact_tail_chars",
-    "compact_clear_at_least",
-    "result_max_chars",
-    "turn_budget_chars",
-    "error_max_chars",
-    "preview_head_chars",
-    "preview_tail_chars",
-    "recall_max_chars",
-}
-_FLOAT_FIELDS = {"compact_high_watermark", "compact_low_watermark"}
-_FIELD_NAMES = {f.name for f in fields(Policy)}
+    name: str
+    env: str
+    kind: _Kind
+    least: int | None
+    why: str
+    fingerprint: bool
+    scales: bool
 
-ENV = {
-    "TOOLBUDGET_RESULT_MAX_CHARS": "result_max_chars",
-    "TOOLBUDGET_TURN_BUDGET_CHARS": "turn_budget_chars",
-    "TOOLBUDGET_TOOL_CAPS": "tool_caps",
-    "TOOLBUDGET_EXEMPT_TOOLS": "exempt_tools",
-    "TOOLBUDGET_ERROR_MAX_CHARS": "error_max_chars",
-    "TOOLBUDGET_PREVIEW_HEAD_CHARS": "preview_head_chars",
-    "TOOLBUDGET_PREVIEW_TAIL_CHARS": "preview_tail_chars",
-    "TOOLBUDGET_STORE": "store",
-    "TOOLBUDGET_STORE_TIMEOUT": "store_timeout",
-    "TOOLBUDGET_RECALL_MAX_CHARS": "recall_max_chars",
-    "TOOLBUDGET_MICROCOMPACT_TRUNCATE_TURNS": "microcompact_truncate_turns",
-    "TOOLBUDGET_MICROCOMPACT_SUMMARIZE_TURNS": "microcompact_summarize_turns",
-    "TOOLBUDGET_MICROCOMPACT_MIN_CHARS": "microcompact_min_chars",
-    "TOOLBUDGET_COMPACTION": "compaction",
-    "TOOLBUDGET_COMPACT_CLEAR_AT_LEAST": "compact_clear_at_least",
-    "TOOLBUDGET_COMPACT_HIGH_WATERMARK": "compact_high_watermark",
-    "TOOLBUDGET_COMPACT_LOW_WATERMARK": "compact_low_watermark",
-    "TOOLBUDGET_CONTEXT_WINDOW_TOKENS": "context_window_tokens",
-    "TOOLBUDGET_MAX_RECOVERY_ATTEMPTS": "max_recovery_attempts",
-    "TOOLBUDGET_EMERGENCY_KEEP_MESSAGES": "emergency_keep_messages",
-    "TOOLBUDGET_MAX_TOKEN_ESCALATIONS": "max_token_escalations",
-    "TOOLBUDGET_MAX_OUTPUT_TOKENS": "max_output_tokens",
-}
+
+_SPECS: dict[type, tuple[_Spec, ...]] = {}
+
+
+def _specs(cls: type) -> tuple[_Spec, ...]:
+    """Every setting of ``cls`` (a :class:`Policy` or a subclass), in field order."""
+    known = _SPECS.get(cls)
+    if known is None:
+        out = []
+        for f in fields(cls):
+            if "kind" not in f.metadata:
+                raise TypeError(f"{cls.__name__}.{f.name} must be declared with setting()")
+            meta = f.metadata
+            out.append(
+                _Spec(
+                    f.name,
+                    "TOOLBUDGET_" + f.name.upper(),
+                    _KINDS[meta["kind"]],
+                    meta["least"],
+                    meta["why"],
+                    meta["fingerprint"],
+                    meta["scales"],
+                )
+            )
+        known = _SPECS[cls] = tuple(out)
+    return known
+
+
+ENV = {spec.env: spec.name for spec in _specs(Policy)}
+"""Each environment variable and the setting it sets."""
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
@@ -361,97 +493,26 @@ def _read_toml(path: Path) -> dict[str, Any]:
         raise InputError(f"{path}: cannot be read: {exc.strerror or exc}") from None
 
 
-def _section(section: Any, where: object) -> dict[str, Any]:
+def _section(cls: type, section: Any, where: object) -> dict[str, Any]:
     if not isinstance(section, Mapping):
         raise InputError(f"{where}: the toolbudget settings must be a table, not {type_name(section)}")
+    specs = {spec.name: spec for spec in _specs(cls)}
     out: dict[str, Any] = {}
     for key, value in section.items():
         name = key.replace("-", "_")
-        if name not in _FIELD_NAMES:
+        if name not in specs:
             raise InputError(f"{where}: unknown toolbudget setting {key!r}")
-        out[name] = _check(name, value, where)
+        out[name] = specs[name].kind.check(value, f"{where}: {name}")
     return out
 
 
-def _check(name: str, value: Any, where: object) -> Any:
-    if name in _INT_FIELDS:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise InputError(f"{where}: {name} must be a whole number of characters, not {value!r}")
-        return value
-    if name == "tool_caps":
-        if not isinstance(value, Mapping) or not all(
-            isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) and v > 0
-            for k, v in value.items()
-        ):
-            raise InputError(f"{where}: tool_caps must map tool names to positive character counts")
-        return dict(value)
-    if name == "exempt_tools":
-        if (
-            isinstance(value, str)
-            or not isinstance(value, Iterable)
-            or not all(isinstance(v, str) for v in value)
-        ):
-            raise InputError(f"{where}: exempt_tools must be a list of tool names")
-        return list(value)
-    if name in _FLOAT_FIELDS:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise InputError(f"{where}: {name} must be a share of the window such as 0.8, not {value!r}")
-        return float(value)
-    if name in ("context_window_tokens", "max_output_tokens"):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-            raise InputError(f"{where}: {name} must be a positive number of tokens")
-        return value
-    if name == "compaction":
-        if value not in COMPACTION_MODES:
-            raise InputError(
-                f"{where}: compaction must be one of {', '.join(COMPACTION_MODES)}, not {value!r}"
-            )
-        return value
-    if name == "store_timeout":
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise InputError(f"{where}: store_timeout must be a number of seconds, not {value!r}")
-        return float(value)
-    if name == "store":
-        if value is not None and not isinstance(value, str):
-            raise InputError(f"{where}: store must be a store URL")
-        return value
-    return value
-
-
-def _from_env(env: Mapping[str, str]) -> dict[str, Any]:
+def _from_env(cls: type, env: Mapping[str, str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for variable, name in ENV.items():
-        raw = env.get(variable)
+    for spec in _specs(cls):
+        raw = env.get(spec.env)
         if raw is None or raw.strip() == "":
             continue
-        raw = raw.strip()
-        if name in _INT_FIELDS or name in ("context_window_tokens", "max_output_tokens"):
-            try:
-                out[name] = int(raw.replace("_", ""))
-            except ValueError:
-                raise InputError(f"{variable} must be a whole number, not {raw!r}") from None
-        elif name in _FLOAT_FIELDS:
-            try:
-                out[name] = float(raw)
-            except ValueError:
-                raise InputError(
-                    f"{variable} must be a share of the window such as 0.8, not {raw!r}"
-                ) from None
-        elif name == "tool_caps":
-            out[name] = _parse_caps(raw, variable)
-        elif name == "exempt_tools":
-            out[name] = [t.strip() for t in raw.split(",") if t.strip()]
-        elif name == "compaction":
-            if raw not in COMPACTION_MODES:
-                raise InputError(f"{variable} must be one of {', '.join(COMPACTION_MODES)}, not {raw!r}")
-            out[name] = raw
-        elif name == "store_timeout":
-            try:
-                out[name] = float(raw)
-            except ValueError:
-                raise InputError(f"{variable} must be a number of seconds, not {raw!r}") from None
-        else:
-            out[name] = raw
+        out[spec.name] = spec.kind.read(raw.strip(), spec.env)
     return out
 
 

@@ -3,15 +3,15 @@
 An agent sends its whole history before every assistant turn. Replaying a
 transcript rebuilds each of those requests, manages it, and measures what a
 provider with prefix caching would bill: the part of a request equal to the
-start of the previous one is read from the cache (0.1 of the base price at
-Anthropic's ratios), the rest is written to it (1.25). That arithmetic is why
+start of the previous one is read from the cache, the rest is written to it
+(at the prices in :mod:`toolbudget.models`). That arithmetic is why
 compaction must be scheduled: every change to an old message rewrites
 everything after it.
 
-Prefixes are measured on the prompt as the model reads it (system, then each
-message's text, tool arguments and results, in order), not on JSON bytes, so
-key order or escaping never counts as a cache miss. Tokens are estimated as
-characters / 4.
+Prefixes are measured on the prompt as the model reads it
+(:func:`toolbudget.measure.prompt_text`), not on JSON bytes, so key order or
+escaping never counts as a cache miss. Tokens are estimated as in
+:mod:`toolbudget.measure`.
 """
 
 from __future__ import annotations
@@ -24,7 +24,9 @@ from typing import Any
 from . import wire
 from .convert import to_request
 from .jsonio import dumps
-from .model import Conversation, Data, Media, Opaque, Request, Text, Thinking, ToolCall, ToolResult
+from .measure import prompt_text, tokens_of
+from .model import Conversation
+from .models import CACHE_READ, CACHE_WRITE
 from .policy import Policy
 from .wire import tools_for_calls
 
@@ -42,12 +44,10 @@ __all__ = [
 ]
 
 PRICE_BASE = 1.0
-PRICE_WRITE = 1.25
-PRICE_READ = 0.1
-
-
-def tokens(chars: int) -> int:
-    return -(-chars // 4)
+PRICE_WRITE = CACHE_WRITE
+PRICE_READ = CACHE_READ
+tokens = tokens_of
+"""Tokens of a number of characters, as replays count them."""
 
 
 def requests_of(conversation: Conversation) -> Iterator[Conversation]:
@@ -65,36 +65,6 @@ def requests_of(conversation: Conversation) -> Iterator[Conversation]:
             yield Conversation(conversation.id, conversation.source, messages[:i], conversation.system, tools)
     if messages and messages[-1].role != "assistant":
         yield Conversation(conversation.id, conversation.source, messages, conversation.system, tools)
-
-
-def prompt_text(request: Request) -> str:
-    """The request as the model reads it, in order, for measuring cached prefixes."""
-    out: list[str] = []
-    for part in request.system:
-        _part_text(part, out)
-    for message in request.messages:
-        out.append(f"\x1e{message.role}\x1f")
-        for part in message.parts:
-            _part_text(part, out)
-    return "".join(out)
-
-
-def _part_text(part: Any, out: list[str]) -> None:
-    if isinstance(part, Text):
-        out.append(part.text)
-    elif isinstance(part, ToolResult):
-        out.append(f"\x1dresult {part.call_id}\x1f")
-        for inner in part.content:
-            _part_text(inner, out)
-    elif isinstance(part, ToolCall):
-        out.append(f"\x1dcall {part.id} {part.name}\x1f")
-        out.append(part.arguments_json if part.arguments_json is not None else dumps(part.arguments).decode())
-    elif isinstance(part, Thinking):
-        out.append(part.text or part.signature or "")
-    elif isinstance(part, Data):
-        out.append(dumps(part.value).decode())
-    elif isinstance(part, (Media, Opaque)):
-        out.append(f"\x1d{type(part).__name__}\x1f")
 
 
 def common_prefix(a: str, b: str) -> int:
@@ -140,7 +110,9 @@ class ReplayTotals:
 
     @property
     def billed(self) -> float:
-        """Billed-equivalent input tokens: reads at 0.1, writes at 1.25 (base 1.0 = no cache at all)."""
+        """Billed-equivalent input tokens: reads at ``PRICE_READ``, writes at ``PRICE_WRITE``.
+
+        The base price is 1.0: no cache at all."""
         return PRICE_READ * self.cache_read + PRICE_WRITE * self.cache_write
 
     @property

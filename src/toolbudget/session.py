@@ -31,12 +31,14 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from . import wire
-from .budget import Archive, Budgeted, Cut, Unreachable, cut_fresh, enforce, message_chars
-from .compaction import Schedule, context_window, fixed_chars
+from .budget import Archive, Budgeted, Cut, Unreachable, cut_fresh, enforce
+from .compaction import Schedule
 from .errors import InputError, NotFoundError, StoreConfigError, StoreError
 from .jsonio import dumps, in_order_of, loads_exact, to_body, with_literals
 from .marker import RECALL_TOOL, is_recall_tool
-from .model import Request, Text, ToolCall, ToolResult
+from .measure import message_chars, request_chars, request_texts, tokens_of
+from .model import Request, Text, ToolCall
+from .models import context_window
 from .pairing import Repair, repair_request
 from .policy import Policy
 from .previews import Preview
@@ -47,6 +49,9 @@ from .store.guard import Deadline, StoreGuard
 from .store.redis import masked_url
 
 _log = logging.getLogger("toolbudget")
+
+count_chars = request_chars
+"""The characters the model reads of a request (see :mod:`toolbudget.measure`)."""
 
 __all__ = ["Managed", "Report", "Session", "conversation_id"]
 
@@ -164,35 +169,6 @@ def conversation_id(request: Request) -> str:
                 elif isinstance(part, ToolCall):
                     digest.update(b"\x00" + part.name.encode("utf-8", "surrogatepass"))
     return "conv-" + digest.hexdigest()
-
-
-def count_chars(request: Request, sizes: Mapping[int, int] | None = None) -> int:
-    """The characters the model reads: the system prompt, the tool definitions, and every
-    message's text, thinking, tool arguments and results.
-
-    ``sizes`` holds known counts of messages by ``id`` (cached messages), so a
-    resent history is not counted again.
-    """
-    total = fixed_chars(request)
-    for message in request.messages:
-        known = sizes.get(id(message)) if sizes is not None else None
-        total += message_chars(message) if known is None else known
-    return total
-
-
-def _texts(request: Request) -> list[str]:
-    out = [p.text for p in request.system if isinstance(p, Text)]
-    for tool in request.tools:
-        out.extend((tool.name, tool.description or "", dumps(tool.parameters).decode()))
-    for message in request.messages:
-        for part in message.parts:
-            if isinstance(part, Text):
-                out.append(part.text)
-            elif isinstance(part, ToolResult):
-                out.extend(p.text for p in part.content if isinstance(p, Text))
-            elif isinstance(part, ToolCall):
-                out.append(part.arguments_json or dumps(part.arguments).decode())
-    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -775,14 +751,14 @@ class Session:
         self, before: Request, after: Request, repairs: tuple[Repair, ...], budgeted: Budgeted
     ) -> Report:
         sizes = self._sizes(before.api)
-        chars_before = count_chars(before, sizes)
-        chars_after = chars_before if after is before else count_chars(after, sizes)
+        chars_before = request_chars(before, sizes)
+        chars_after = chars_before if after is before else request_chars(after, sizes)
         if self.token_counter is None:
-            tokens_before, tokens_after = -(-chars_before // 4), -(-chars_after // 4)
+            tokens_before, tokens_after = tokens_of(chars_before), tokens_of(chars_after)
         else:
             counter = self.token_counter
-            tokens_before = sum(counter(t) for t in _texts(before))
-            tokens_after = tokens_before if after is before else sum(counter(t) for t in _texts(after))
+            tokens_before = sum(counter(t) for t in request_texts(before))
+            tokens_after = tokens_before if after is before else sum(counter(t) for t in request_texts(after))
         window = context_window(self.policy, before.model)
         return Report(
             before.api or "",

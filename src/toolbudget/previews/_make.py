@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import orjson
 
+from ..measure import MARKER_ROOM
 from ._base import (
     MarkerFn,
     Piece,
@@ -54,7 +55,7 @@ from .table import TableStrategy
 
 __all__ = ["MARKER_ESTIMATE", "MIN_SLACK", "STDERR_SLACK", "make_preview"]
 
-MARKER_ESTIMATE = 320
+MARKER_ESTIMATE = MARKER_ROOM
 """Characters assumed for a marker with an empty detail before it is written."""
 
 MIN_SLACK = 40

@@ -45,6 +45,7 @@ from ..budget import enforce, recall_route
 from ..compaction import Schedule
 from ..errors import StoreError
 from ..marker import marker_line
+from ..measure import CHARS_PER_TOKEN, MARKER_ROOM, estimate_tokens
 from ..model import Data, Message, Part, Request, Text, Thinking, ToolCall, ToolResult
 from ..pairing import repair_request
 from ..policy import Policy
@@ -68,11 +69,9 @@ __all__ = [
 
 LONG_TEXT_CHARS = 5_000
 NUCLEAR_KEEP_MESSAGES = 4
-MESSAGE_TOKENS = 4  # what a chat template wraps each message in, about
 _SAFETY = 0.95  # aim under the limit: estimates are estimates
 _SQUEEZES = 6  # how many times level 3 halves its budgets again before dropping kept messages
 _FLOOR_CHARS = 400  # level 3 cuts no text below this: past it, dropping a message frees more
-_MARKER_CHARS = 320  # about what a marker line with a path takes
 
 
 class RecoveryFailed(Exception):
@@ -111,20 +110,6 @@ class RecoveryReport:
     def level(self) -> int:
         """The last level tried (0 when none was needed)."""
         return self.attempts[-1].level if self.attempts else 0
-
-
-def estimate_tokens(request: Request, factor: float = 1.0) -> int:
-    """Tokens of a request at four characters a token, times a calibration ``factor``.
-
-    The tool definitions count (they are sent with every attempt), and so does a
-    template's few tokens around each message: a provider's count over this
-    estimate then stays about the same when a history loses most of its messages,
-    so a calibration on a big refused request still holds for the small one.
-    """
-    from ..session import count_chars
-
-    chars = count_chars(request)
-    return int((chars / 4 + MESSAGE_TOKENS * len(request.messages)) * factor)
 
 
 @dataclass(frozen=True, slots=True)
@@ -290,7 +275,7 @@ def _task_limits(request: Request, goal: _Goal) -> list[int]:
     """The sizes to try for each of the task's long texts, largest first, ending at the floor."""
     texts = _task_texts(request)
     longest = max(map(len, texts), default=0)
-    if longest <= _FLOOR_CHARS + _MARKER_CHARS:
+    if longest <= _FLOOR_CHARS + MARKER_ROOM:
         return []
     if goal.target is None:
         first = longest // 2
@@ -298,9 +283,11 @@ def _task_limits(request: Request, goal: _Goal) -> list[int]:
         core = estimate_tokens(_core(request), goal.factor)
         # The tokens the system prompt, the tools and the task's wrapping leave, and what the
         # later messages would take of them (at most half: level 3 squeezes or drops them).
-        room = goal.target - (core - sum(map(len, texts)) / 4 * goal.factor)
+        room = goal.target - (core - sum(map(len, texts)) / CHARS_PER_TOKEN * goal.factor)
         rest = max(0, estimate_tokens(request, goal.factor) - core)
-        first = min(longest - 1, int((room - min(rest, room / 2)) * 4 / goal.factor) - _MARKER_CHARS)
+        first = min(
+            longest - 1, int((room - min(rest, room / 2)) * CHARS_PER_TOKEN / goal.factor) - MARKER_ROOM
+        )
     limits: list[int] = []
     limit = max(first, _FLOOR_CHARS)
     while limit > _FLOOR_CHARS:
@@ -322,7 +309,7 @@ def _cut_task(session: Session, request: Request, limit: int) -> tuple[Request, 
     for i in range(start, end):
         parts = list(messages[i].parts)
         for j, part in enumerate(parts):
-            if isinstance(part, Text) and len(part.text) > limit + _MARKER_CHARS:
+            if isinstance(part, Text) and len(part.text) > limit + MARKER_ROOM:
                 text, key = _head_and_tail(session, part.text, limit, recall_route(request))
                 parts[j] = replace(part, text=text)
                 if key is not None:

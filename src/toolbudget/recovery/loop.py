@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .. import wire
+from ..measure import estimate_tokens
 from ..model import Request
 from .classify import Classified, ErrorKind, classify
 from .ladder import (
@@ -49,7 +50,6 @@ from .ladder import (
     RecoveryFailed,
     RecoveryReport,
     calibration,
-    estimate_tokens,
     next_rung,
     target_of,
 )

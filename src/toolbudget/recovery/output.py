@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import copy
 import json
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
@@ -49,6 +48,7 @@ from typing import Any, Protocol
 from .. import wire
 from ..errors import ContextWindowFull
 from ..model import Message, Text
+from ..models import DEFAULT_OUTPUT_CAP, output_cap
 from ..policy import Policy
 from .classify import Classified, ErrorKind, classify
 
@@ -74,45 +74,6 @@ __all__ = [
 
 MAX_CONTINUATIONS = 2
 """How many continuation requests one call may make after the escalations."""
-
-DEFAULT_OUTPUT_CAP = 16_384
-"""The output cap of a model the table does not know."""
-
-# The output caps of known models, first match wins: (pattern on the model name, cap).
-# From the providers' model pages (2026): Claude Opus 4.6+ / Sonnet 4.6+ and the
-# Claude 5 family 128K; Sonnet 3.7 / 4 / 4.5, Haiku 4.5 and Opus 4.5 64K; Opus 4
-# and 4.1 32K; Claude 3.5 8K; Claude 3 4K. GPT-4o 16K, GPT-4.1 32K, GPT-5 128K,
-# o-series 100K; Gemini 2.5+ 64K, Gemini 2.0 / 1.5 8K.
-_CAPS: tuple[tuple[re.Pattern[str], int], ...] = tuple(
-    (re.compile(pattern), cap)
-    for pattern, cap in (
-        (r"claude-(?:opus|sonnet)-4-[6-9]", 128_000),
-        (r"claude-(?:opus|sonnet|haiku)-4-5", 64_000),
-        (r"claude-opus-4(?:-[01])?(?:\b|-\d{8}|@)", 32_000),
-        (r"claude-(?:sonnet-4|3-7-sonnet)", 64_000),
-        (r"claude-3-5-", 8_192),
-        (r"claude-3-", 4_096),
-        (r"claude-(?:opus|sonnet|haiku|fable|mythos)-[5-9]", 128_000),
-        (r"claude", 64_000),
-        (r"gpt-4o", 16_384),
-        (r"gpt-4\.1", 32_768),
-        (r"gpt-5", 128_000),
-        (r"(?:^|/)o[1-9](?:\b|-)", 100_000),
-        (r"gemini-(?:1\.5|2\.0)", 8_192),
-        (r"gemini", 65_536),
-    )
-)
-
-
-def output_cap(model: str | None, policy: Policy | None = None) -> int:
-    """The most output tokens ``model`` can give: ``policy.max_output_tokens``, or the table."""
-    if policy is not None and policy.max_output_tokens is not None:
-        return policy.max_output_tokens
-    name = (model or "").lower()
-    for pattern, cap in _CAPS:
-        if pattern.search(name):
-            return cap
-    return DEFAULT_OUTPUT_CAP
 
 
 @dataclass(frozen=True, slots=True)
