@@ -51,7 +51,7 @@ from .replay import (
     requests_of,
     tokens,
 )
-from .transcripts import TranscriptWarning, load_transcript
+from .transcripts import TranscriptWarning, detect_format, load_transcript
 
 __all__ = [
     "SCHEDULES",
@@ -189,14 +189,19 @@ def load_session(
     neither.
     """
     name = str(path)
+    try:
+        detect_format(path)
+    except TranscriptError as not_transcript:
+        # In no transcript format: a body, or else the reason it is not a transcript (a damaged
+        # transcript is read as one, so its error is the transcript reader's).
+        try:
+            data = Path(path).read_bytes()
+        except OSError:  # missing or unreadable: the transcript reader has said so
+            raise not_transcript from None
+        return _body_session(name, data, api, conversation, not_transcript)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", TranscriptWarning)
-        try:
-            loaded = load_transcript(path)
-        except TranscriptError as not_transcript:
-            if "not a transcript in any known format" not in str(not_transcript):
-                raise
-            return _body_session(name, Path(path).read_bytes(), api, conversation, not_transcript)
+        loaded = load_transcript(path)
     if not loaded.conversations:
         raise InputError(f"{name}: holds no conversation")
     chosen = _choose(loaded.conversations, conversation, name)
