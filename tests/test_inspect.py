@@ -300,6 +300,7 @@ def test_the_html_report_is_self_contained_and_the_same_every_time() -> None:
     assert len(page) > 500_000  # the Vega libraries are inline
 
 
+@pytest.mark.slow
 def test_the_command_writes_the_same_html_and_png_every_time(tmp_path: Path) -> None:
     path = tmp_path / "body.json"
     path.write_bytes(orjson.dumps(to_request(session_conversation(6), "openai-responses")))
@@ -439,6 +440,8 @@ def test_the_html_report_renders_in_a_real_browser(trajectories: Path, tmp_path:
         "--window-size=1200,2000",
         "--virtual-time-budget=20000",
         f"--user-data-dir={tmp_path / 'profile'}",
+        # Offline: no host resolves, so a page that fetched anything would fail to draw.
+        "--host-resolver-rules=MAP * ~NOTFOUND",
     ]
     dom = subprocess.run(
         [browser, *flags, "--enable-logging=stderr", "--v=0", "--dump-dom", probed.as_uri()],
