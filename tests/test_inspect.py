@@ -256,6 +256,10 @@ def test_bad_input_is_one_line_and_status_2(tmp_path: Path) -> None:
         cli("inspect", str(tmp_path / "empty.json"), "--api", "anthropic")
     )
     one_line_error(cli("inspect", str(tmp_path / "one.json"), "--api", "nonsense"))
+    (tmp_path / "settings.json").write_text('{"theme": "dark"}')
+    assert "neither a transcript in a known format nor a request body" in one_line_error(
+        cli("inspect", str(tmp_path / "settings.json"))
+    )
 
 
 _WITHOUT_REPORT = (

@@ -36,7 +36,7 @@ from typing import Any
 from . import wire
 from .cli_input import read_bodies
 from .compaction import key_argument, result_kind
-from .errors import InputError, TranscriptError
+from .errors import InputError, TranscriptError, UnknownAPIError
 from .jsonio import dumps
 from .model import Conversation, Message, Part, Request, ToolCall, ToolResult, text_of
 from .policy import Policy
@@ -243,7 +243,12 @@ def _body_session(
     body = bodies[0].body
     if not isinstance(body, dict):
         raise not_transcript
-    request = wire.parse(body, api)
+    try:
+        request = wire.parse(body, api)
+    except UnknownAPIError as exc:
+        raise UnknownAPIError(
+            f"{name}: neither a transcript in a known format nor a request body: {exc}"
+        ) from None
     resolved = request.api or wire.detect_api(body)
     conversation = Conversation(
         f"{Path(name).name}", name, _neutral(request.messages), request.system, request.tools
