@@ -523,6 +523,52 @@ def demo(directory: str, own: bool) -> None:
     run_demo(Path(directory), include_own=own)
 
 
+@main.command("inspect")
+@click.argument("source", metavar="TRANSCRIPT|BODY", type=click.Path(dir_okay=False))
+@click.option(
+    "--api",
+    type=API_CHOICE,
+    help="The API to build a transcript's requests for (anthropic by default); for a body, a hint.",
+)
+@click.option("--conversation", "which", help="Which conversation of the file (its id or index).")
+@click.option("--html", "html_out", type=click.Path(dir_okay=False), help="Write an interactive HTML report.")
+@click.option("--png", "png_out", type=click.Path(dir_okay=False), help="Write the report's charts as a PNG.")
+@friendly
+def inspect_command(
+    source: str, api: str | None, which: str | None, html_out: str | None, png_out: str | None
+) -> None:
+    """Where a session's context budget goes: per request, by band, by schedule.
+
+    Reads a transcript (any format replay reads) or one request body of any
+    API, and shows each request's tokens split by role and tool, the largest
+    results and their kinds, and what each compaction schedule would send and
+    bill. --html and --png need the report extra: pip install 'toolbudget[report]'.
+    """
+    from rich.console import Console
+
+    from .inspection import inspect_source
+    from .inspection_view import render
+
+    if html_out or png_out:
+        from .inspection_charts import require
+
+        require()  # before the work, so a missing extra costs nothing
+    session, inspection = inspect_source(source, api=api, conversation=which)
+    for note in session.notes:
+        click.echo(f"toolbudget: warning: {note}", err=True)
+    # Piped or redirected, the view is laid out for a fixed width, so its text is the same everywhere.
+    render(inspection, Console(width=None if sys.stdout.isatty() else 120))
+    if html_out or png_out:
+        from .inspection_charts import html_report, png_report
+
+        if html_out:
+            Path(html_out).write_text(html_report(inspection), encoding="utf-8")
+            click.echo(f"wrote {html_out}", err=True)
+        if png_out:
+            Path(png_out).write_bytes(png_report(inspection))
+            click.echo(f"wrote {png_out}", err=True)
+
+
 def _choose(conversations: Any, which: str | None, transcript: str) -> Any:
     if which is None:
         main_ones = [c for c in conversations if not c.sidechain]

@@ -38,6 +38,7 @@ __all__ = [
     "TurnStats",
     "common_prefix",
     "prompt_text",
+    "replay_managed",
     "replay_requests",
     "requests_of",
     "tally",
@@ -237,6 +238,40 @@ class ReplayOutcome:
         return "\n".join(lines) + "\n"
 
 
+def replay_managed(
+    conversation: Conversation,
+    api: str,
+    policy: Policy,
+    *,
+    session: str | None = None,
+    store: str = "memory:",
+    emit: Path | None = None,
+) -> tuple[ReplayTotals, tuple[int, ...]]:
+    """Replay ``conversation`` managed by one session under ``policy``: the totals, and the compaction events.
+
+    The events are the requests (by index) at which the schedule rewrote old results.
+    """
+    from .session import Session
+
+    events: list[int] = []
+    with Session(session, store=store, policy=policy) as live:
+
+        def manage(body: dict[str, Any]) -> tuple[dict[str, Any], int]:
+            managed = live.manage(body, api)
+            return managed.body, managed.report.results_cut
+
+        def emit_one(n: int, body: dict[str, Any]) -> None:
+            # Called after each request is managed: the session's report says whether an event fired.
+            if live.last_report is not None and live.last_report.compaction_event:
+                events.append(n)
+            if emit is not None:
+                emit.mkdir(parents=True, exist_ok=True)
+                (emit / f"{n:04d}.json").write_bytes(dumps(body))
+
+        totals = replay_requests(conversation, api, manage, emit=emit_one)
+    return totals, tuple(events)
+
+
 def replay_session(
     conversation: Conversation,
     api: str,
@@ -247,28 +282,12 @@ def replay_session(
     emit: Path | None = None,
 ) -> ReplayOutcome:
     """Replay ``conversation`` under ``policy``, and the same unmanaged and eager, and tally all three."""
-    from .session import Session
-
-    def run(mode_policy: Policy, sink: Path | None) -> tuple[ReplayTotals, tuple[int, ...]]:
-        events: list[int] = []
-        with Session(session, store=store, policy=mode_policy) as live:
-
-            def manage(body: dict[str, Any]) -> tuple[dict[str, Any], int]:
-                managed = live.manage(body, api)
-                return managed.body, managed.report.results_cut
-
-            def emit_one(n: int, body: dict[str, Any]) -> None:
-                # Called after each request is managed: the session's report says whether an event fired.
-                if live.last_report is not None and live.last_report.compaction_event:
-                    events.append(n)
-                if sink is not None:
-                    sink.mkdir(parents=True, exist_ok=True)
-                    (sink / f"{n:04d}.json").write_bytes(dumps(body))
-
-            totals = replay_requests(conversation, api, manage, emit=emit_one)
-        return totals, tuple(events)
-
-    managed, events = run(policy, emit)
-    eager = managed if policy.compaction == "eager" else run(replace(policy, compaction="eager"), None)[0]
+    managed, events = replay_managed(conversation, api, policy, session=session, store=store, emit=emit)
+    if policy.compaction == "eager":
+        eager = managed
+    else:
+        eager = replay_managed(
+            conversation, api, replace(policy, compaction="eager"), session=session, store=store
+        )[0]
     unmanaged = replay_requests(conversation, api, None)
     return ReplayOutcome(conversation.id, policy.compaction, managed, unmanaged, eager, events)
