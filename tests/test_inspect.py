@@ -385,7 +385,7 @@ def _chromium() -> str:
     found = shutil.which("chromium") or shutil.which("chromium-browser")
     if found is None:
         if os.environ.get("CI"):
-            pytest.fail("chromium is not installed (.ci/run installs it)")
+            pytest.fail("chromium is not installed (scripts/test.sh installs it)")
         pytest.skip("chromium is not installed: apt-get install chromium")
     return found
 

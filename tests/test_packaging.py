@@ -22,7 +22,13 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 HINT = "pip install 'toolbudget[cli]'"
-CLI_ONLY = {"toolbudget.cli", "toolbudget.cli_input", "toolbudget.demo", "toolbudget.__main__"}
+CLI_ONLY = {
+    "toolbudget.cli",
+    "toolbudget.cli_input",
+    "toolbudget.demo",
+    "toolbudget.__main__",
+    "toolbudget.inspection_view",
+}
 
 
 def pyproject() -> dict[str, Any]:
