@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import ShapeError
-from ..jsonio import to_body
-from ..model import (
+from ...errors import ShapeError
+from ...jsonio import to_body
+from ...model import (
     Data,
     Media,
     Message,
@@ -36,7 +36,7 @@ from ..model import (
     set_origin,
     text_of,
 )
-from ._common import (
+from .._common import (
     EntryCache,
     arguments_text,
     data_url_type,

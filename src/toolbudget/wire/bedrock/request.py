@@ -15,9 +15,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from ..errors import ShapeError
-from ..jsonio import to_body
-from ..model import (
+from ...errors import ShapeError
+from ...jsonio import to_body
+from ...model import (
     Data,
     Media,
     Message,
@@ -34,7 +34,7 @@ from ..model import (
     set_origin,
     text_of,
 )
-from ._common import (
+from .._common import (
     EntryCache,
     arguments_text,
     cached,

@@ -20,9 +20,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from ..errors import ShapeError
-from ..jsonio import to_body
-from ..model import (
+from ...errors import ShapeError
+from ...jsonio import to_body
+from ...model import (
     Data,
     Media,
     Message,
@@ -39,7 +39,7 @@ from ..model import (
     set_origin,
     text_of,
 )
-from ._common import (
+from .._common import (
     EntryCache,
     cached,
     dumps_text,

@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from ..errors import ShapeError
-from ..jsonio import to_body, type_name
-from ..model import (
+from ...errors import ShapeError
+from ...jsonio import to_body, type_name
+from ...model import (
     Data,
     Media,
     Message,
@@ -27,7 +27,7 @@ from ..model import (
     ToolResult,
     set_origin,
 )
-from ._common import (
+from .._common import (
     EntryCache,
     cached,
     dumps_text,

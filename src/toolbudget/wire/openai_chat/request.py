@@ -15,9 +15,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..errors import ShapeError
-from ..jsonio import to_body
-from ..model import (
+from ...errors import ShapeError
+from ...jsonio import to_body
+from ...model import (
     Data,
     Media,
     Message,
@@ -33,7 +33,7 @@ from ..model import (
     set_origin,
     text_of,
 )
-from ._common import (
+from .._common import (
     EntryCache,
     arguments_text,
     data_url_type,
