@@ -147,6 +147,11 @@ class Dialect:
 
     def usage(self, reply: Mapping[str, Any]) -> Usage | None:
         """The reply's token counts, or ``None`` when it states none."""
+        usage = reply.get(self.usage_field)
+        return self.read_usage(usage) if isinstance(usage, Mapping) else None
+
+    def read_usage(self, usage: Mapping[str, Any]) -> Usage:
+        """The counts of the reply's usage object."""
         raise NotImplementedError
 
     def with_summed_usage(self, reply: dict[str, Any], pieces: Sequence[Mapping[str, Any]]) -> dict[str, Any]:

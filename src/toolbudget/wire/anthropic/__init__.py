@@ -1,13 +1,6 @@
-"""The Anthropic Messages API: requests (:mod:`.request`), replies (:mod:`.reply`), streams (:mod:`.stream`).
-
-Everything toolbudget knows of this API lives in this package; the rest of
-the library reaches it through :func:`toolbudget.wire.module` or
-:func:`toolbudget.wire.dialect`.
-"""
+"""The Anthropic Messages API: request bodies, replies and their ``max_tokens``, streams, the recall tool."""
 
 from __future__ import annotations
-
-from typing import Any
 
 from .reply import DIALECT, AnthropicDialect
 from .request import API, adapt, parse, render
@@ -16,6 +9,5 @@ from .stream import MessageFolder
 __all__ = ["API", "DIALECT", "AnthropicDialect", "MessageFolder", "adapt", "parse", "recall_tool", "render"]
 
 
-def recall_tool() -> dict[str, Any]:
-    """The recall tool's definition for a Messages request's ``tools``."""
-    return DIALECT.recall_tool()
+recall_tool = DIALECT.recall_tool
+"""The recall tool's definition, for this API's tool list."""

@@ -51,10 +51,7 @@ class AnthropicDialect(TypedTextDialect):
     def call_whole(self, unit: Any) -> bool:
         return isinstance(as_dict(unit).get("input"), Mapping)
 
-    def usage(self, reply: Mapping[str, Any]) -> Usage | None:
-        usage = reply.get("usage")
-        if not isinstance(usage, Mapping):
-            return None
+    def read_usage(self, usage: Mapping[str, Any]) -> Usage:
         return Usage(
             count(usage.get("input_tokens")),
             count(usage.get("output_tokens")),

@@ -1,13 +1,6 @@
-"""Bedrock Converse: requests (:mod:`.request`), replies (:mod:`.reply`), streams (:mod:`.stream`).
-
-Everything toolbudget knows of this API lives in this package; the rest of
-the library reaches it through :func:`toolbudget.wire.module` or
-:func:`toolbudget.wire.dialect`.
-"""
+"""Bedrock Converse: request bodies, Converse replies and ``maxTokens``, ConverseStream, the recall tool."""
 
 from __future__ import annotations
-
-from typing import Any
 
 from .reply import DIALECT, ConverseDialect
 from .request import API, adapt, parse, render
@@ -16,6 +9,5 @@ from .stream import EventFolder
 __all__ = ["API", "DIALECT", "ConverseDialect", "EventFolder", "adapt", "parse", "recall_tool", "render"]
 
 
-def recall_tool() -> dict[str, Any]:
-    """The recall tool's definition, a ``toolConfig.tools`` entry."""
-    return DIALECT.recall_tool()
+recall_tool = DIALECT.recall_tool
+"""The recall tool's definition, for this API's tool list."""

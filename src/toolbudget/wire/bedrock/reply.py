@@ -57,10 +57,7 @@ class ConverseDialect(Dialect):
     def call_whole(self, unit: Any) -> bool:
         return isinstance(as_dict(as_dict(unit).get("toolUse")).get("input"), Mapping)
 
-    def usage(self, reply: Mapping[str, Any]) -> Usage | None:
-        usage = reply.get("usage")
-        if not isinstance(usage, Mapping):
-            return None
+    def read_usage(self, usage: Mapping[str, Any]) -> Usage:
         return Usage(
             count(usage.get("inputTokens")),
             count(usage.get("outputTokens")),

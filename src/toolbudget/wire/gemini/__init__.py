@@ -1,13 +1,6 @@
-"""Gemini ``generateContent``: requests (:mod:`.request`), replies (:mod:`.reply`), streams (:mod:`.stream`).
-
-Everything toolbudget knows of this API lives in this package; the rest of
-the library reaches it through :func:`toolbudget.wire.module` or
-:func:`toolbudget.wire.dialect`.
-"""
+"""Gemini ``generateContent``: request bodies, candidates and their limit, chunk streams, the recall tool."""
 
 from __future__ import annotations
-
-from typing import Any
 
 from .reply import DIALECT, GeminiDialect
 from .request import API, SIGNATURE_KEYS, SKIP_SIGNATURE, adapt, parse, render
@@ -27,6 +20,5 @@ __all__ = [
 ]
 
 
-def recall_tool() -> dict[str, Any]:
-    """The recall tool's definition, a ``functionDeclarations`` entry."""
-    return DIALECT.recall_tool()
+recall_tool = DIALECT.recall_tool
+"""The recall tool's definition, for this API's tool list."""

@@ -62,9 +62,10 @@ class GeminiDialect(Dialect):
         return isinstance(as_dict(field(unit, "functionCall")).get("args", {}), Mapping)
 
     def usage(self, reply: Mapping[str, Any]) -> Usage | None:
-        usage = field(reply, "usageMetadata")
-        if not isinstance(usage, Mapping):
-            return None
+        usage = field(reply, self.usage_field)
+        return self.read_usage(usage) if isinstance(usage, Mapping) else None
+
+    def read_usage(self, usage: Mapping[str, Any]) -> Usage:
         counts = (count(field(usage, k)) for k in ("candidatesTokenCount", "thoughtsTokenCount"))
         written = [n for n in counts if n is not None]
         return usage_with_cached(

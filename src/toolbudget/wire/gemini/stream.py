@@ -16,7 +16,7 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-from .._stream import copied
+from .._stream import copied, event_index
 from .request import _snake
 
 __all__ = ["ChunkFolder", "field"]
@@ -60,8 +60,7 @@ class ChunkFolder:
                 self._candidate(candidate)
 
     def _candidate(self, candidate: Mapping[str, Any]) -> None:
-        index = candidate.get("index", 0)
-        index = index if isinstance(index, int) else 0
+        index = event_index(candidate, "index") or 0
         target = self._candidates.setdefault(index, {"content": {"parts": []}})
         for key, value in candidate.items():
             if key != "content" and value is not None:

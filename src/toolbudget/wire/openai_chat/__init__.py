@@ -1,13 +1,6 @@
-"""OpenAI Chat Completions: requests (:mod:`.request`), replies (:mod:`.reply`), streams (:mod:`.stream`).
-
-Everything toolbudget knows of this API lives in this package; the rest of
-the library reaches it through :func:`toolbudget.wire.module` or
-:func:`toolbudget.wire.dialect`.
-"""
+"""OpenAI Chat Completions: request bodies, completions and their limit, chunk streams, the recall tool."""
 
 from __future__ import annotations
-
-from typing import Any
 
 from .reply import DIALECT, ChatDialect
 from .request import API, adapt, parse, render
@@ -26,11 +19,8 @@ __all__ = [
 ]
 
 
-def recall_tool() -> dict[str, Any]:
-    """The recall tool's definition for a Chat Completions request's ``tools``."""
-    return DIALECT.recall_tool()
+recall_tool = DIALECT.recall_tool
+"""The recall tool's definition, for this API's tool list."""
 
-
-def strict_recall_tool() -> dict[str, Any]:
-    """The recall tool in strict form (every property required, nullable when optional)."""
-    return DIALECT.strict_recall_tool()
+strict_recall_tool = DIALECT.strict_recall_tool
+"""The recall tool in strict form (every property required, nullable when optional)."""

@@ -87,10 +87,7 @@ class ChatDialect(TypedTextDialect):
         usage = self.usage(reply)
         return not self.units(reply) and not (usage.output if usage else None)
 
-    def usage(self, reply: Mapping[str, Any]) -> Usage | None:
-        usage = reply.get("usage")
-        if not isinstance(usage, Mapping):
-            return None
+    def read_usage(self, usage: Mapping[str, Any]) -> Usage:
         return usage_with_cached(
             count(usage.get("prompt_tokens")),
             count(usage.get("completion_tokens")),

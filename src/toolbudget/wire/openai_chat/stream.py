@@ -17,7 +17,7 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-from .._stream import copied
+from .._stream import copied, event_index
 
 __all__ = ["ChunkFolder"]
 
@@ -54,8 +54,7 @@ class ChunkFolder:
                 self._choice(choice)
 
     def _choice(self, choice: Mapping[str, Any]) -> None:
-        index = choice.get("index", 0)
-        index = index if isinstance(index, int) else 0
+        index = event_index(choice, "index") or 0
         target = self._choices.setdefault(
             index, {"index": index, "message": {"role": "assistant", "content": None}, "finish_reason": None}
         )

@@ -1,13 +1,6 @@
-"""OpenAI Responses: requests (:mod:`.request`), replies (:mod:`.reply`), streams (:mod:`.stream`).
-
-Everything toolbudget knows of this API lives in this package; the rest of
-the library reaches it through :func:`toolbudget.wire.module` or
-:func:`toolbudget.wire.dialect`.
-"""
+"""OpenAI Responses: request bodies, responses and ``max_output_tokens``, event streams, the recall tool."""
 
 from __future__ import annotations
-
-from typing import Any
 
 from .reply import DIALECT, ResponsesDialect
 from .request import API, adapt, parse, render
@@ -16,6 +9,5 @@ from .stream import ResponseFolder
 __all__ = ["API", "DIALECT", "ResponseFolder", "ResponsesDialect", "adapt", "parse", "recall_tool", "render"]
 
 
-def recall_tool() -> dict[str, Any]:
-    """The recall tool's definition for a Responses request's ``tools``."""
-    return DIALECT.recall_tool()
+recall_tool = DIALECT.recall_tool
+"""The recall tool's definition, for this API's tool list."""

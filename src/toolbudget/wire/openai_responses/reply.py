@@ -76,10 +76,7 @@ class ResponsesDialect(Dialect):
             as_dict(unit).get("arguments")
         )
 
-    def usage(self, reply: Mapping[str, Any]) -> Usage | None:
-        usage = reply.get("usage")
-        if not isinstance(usage, Mapping):
-            return None
+    def read_usage(self, usage: Mapping[str, Any]) -> Usage:
         return usage_with_cached(
             count(usage.get("input_tokens")),
             count(usage.get("output_tokens")),
