@@ -376,29 +376,31 @@ def test_chat_fold_matches_the_sdks_stream_state() -> None:
 
 
 def test_chat_fold_reads_the_sdk_helpers_chunk_events_without_their_snapshots() -> None:
-    class Event:
-        """A stand-in for the helper's ChunkEvent: a chunk, and a snapshot that must not be read."""
+    from openai.lib.streaming.chat import ChunkEvent, ContentDeltaEvent
 
-        type = "chunk"
+    state = ChatCompletionStreamState()
+    events: list[Any] = []
+    for raw in CHAT_CHUNKS:
+        chunk = cast(ChatCompletionChunk, openai_construct(type_=ChatCompletionChunk, value=raw))
+        events.extend(
+            state.handle_chunk(chunk)
+        )  # the helper's own events, as chat.completions.stream yields them
+    assert {type(e) for e in events} >= {ChunkEvent, ContentDeltaEvent}
+    converted: list[set[str]] = []
 
-        def __init__(self, chunk: dict[str, Any]) -> None:
-            self.chunk = openai_construct(type_=ChatCompletionChunk, value=chunk)
+    class Watched:
+        """An SDK event that records which of its fields a tap converted."""
 
-        @property
-        def snapshot(self) -> Any:
-            raise AssertionError("the snapshot was read")
+        def __init__(self, event: Any) -> None:
+            self.event, self.type = event, event.type
 
-        def model_dump(self, **_: Any) -> Any:
-            raise AssertionError("the whole event was converted")
+        def model_dump(self, **options: Any) -> Any:
+            dumped = self.event.model_dump(**options)
+            converted.append(set(dumped))
+            return dumped
 
-    class Text:
-        type = "content.delta"
-
-        def model_dump(self, **_: Any) -> Any:
-            raise AssertionError("an event the answer does not need was converted")
-
-    folded = fold("openai-chat", [x for c in CHAT_CHUNKS for x in (Event(c), Text())])
-    assert folded == fold("openai-chat", CHAT_CHUNKS)
+    assert fold("openai-chat", [Watched(e) for e in events]) == fold("openai-chat", CHAT_CHUNKS)
+    assert converted and all(fields == {"type", "chunk"} for fields in converted)  # never the snapshot
 
 
 def test_chat_stream_cut_inside_a_call_is_a_cut_call() -> None:
@@ -560,6 +562,30 @@ def test_responses_stream_cut_before_its_final_event_still_folds() -> None:
     # A call whose arguments parse but whose item never finished is not run either.
     whole_text = fold("openai-responses", events[:12])
     assert whole_text is not None and finalize(whole_text, "openai-responses")[1] == 1
+
+
+def test_responses_fold_of_the_sdk_helpers_events_never_converts_their_snapshots() -> None:
+    state = ResponseStreamState(input_tools=omit, text_format=omit)
+    events: list[Any] = []
+    for raw in _responses_events():
+        typed = openai_construct(type_=ResponseStreamEvent, value=raw)
+        events.extend(state.handle_event(typed))  # type: ignore[arg-type]
+    assert any(hasattr(e, "snapshot") for e in events)
+    converted: list[set[str]] = []
+
+    class Watched:
+        def __init__(self, event: Any) -> None:
+            self.event, self.type = event, event.type
+
+        def model_dump(self, **options: Any) -> Any:
+            dumped = self.event.model_dump(**options)
+            converted.append(set(dumped))
+            return dumped
+
+    folded = fold("openai-responses", [Watched(e) for e in events])
+    assert folded is not None
+    assert _without_none(folded["output"]) == [MESSAGE_DONE, CALL_DONE]
+    assert converted and not any("snapshot" in fields for fields in converted)
 
 
 GEMINI_CHUNKS: list[dict[str, Any]] = [

@@ -28,12 +28,12 @@ OnEnd = Callable[[dict[str, Any] | None, bool], None]
 """Called once with the folded answer (``None`` when nothing was seen) and whether the end was read."""
 
 
-def _as_dict(event: Any) -> dict[str, Any]:
+def _as_dict(event: Any, unread: frozenset[str]) -> dict[str, Any]:
     if isinstance(event, Mapping):
         return dict(event)
     dump = getattr(event, "model_dump", None)
     if callable(dump):
-        data = dump(mode="json", by_alias=True, exclude_unset=True, warnings=False)
+        data = dump(mode="json", by_alias=True, exclude_unset=True, warnings=False, exclude=set(unread))
         if isinstance(data, dict):
             return data
     return {}
@@ -59,12 +59,7 @@ class Tap:
         kind = event.get("type") if mapping else getattr(event, "type", None)
         if folder.kinds is not None and kind not in folder.kinds:
             return  # skipped unconverted: SDK helpers add many events the answer does not need
-        field = folder.nested.get(kind) if isinstance(kind, str) else None
-        if field is not None and not mapping:
-            # An SDK helper's event wrapping a wire event next to the answer so far: read only the former.
-            folder.see({"type": kind, field: _as_dict(getattr(event, field, None))})
-        else:
-            folder.see(_as_dict(event))
+        folder.see(_as_dict(event, folder.unread))
 
     def end(self, finished: bool) -> None:
         if self.ended:

@@ -24,11 +24,12 @@ class Folder(Protocol):
     Lets a watcher skip, without converting them, the many events an SDK
     helper adds (text snapshots and the like)."""
 
-    nested: Mapping[str, str]
-    """Event types of an SDK helper that wrap a wire event: the one field of theirs to read.
+    unread: frozenset[str]
+    """Fields of an SDK helper's events it never reads, left out when an event is converted.
 
-    Such an event also carries the whole reply so far; converting that at
-    every event would cost time quadratic in the reply's length."""
+    Such events carry the reply so far (``snapshot``) next to the wire event;
+    converting it at every event would cost time quadratic in the reply's
+    length."""
 
     def see(self, event: Mapping[str, Any]) -> None:
         """Fold one event in."""

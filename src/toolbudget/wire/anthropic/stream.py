@@ -34,7 +34,7 @@ class MessageFolder:
     kinds: frozenset[str | None] | None = frozenset(
         {"message_start", "content_block_start", "content_block_delta", "content_block_stop", "message_delta"}
     )
-    nested: Mapping[str, str] = {}
+    unread: frozenset[str] = frozenset({"snapshot"})
 
     def __init__(self) -> None:
         self._message: dict[str, Any] | None = None

@@ -31,7 +31,7 @@ class EventFolder:
     """One ConverseStream, folded into the Converse reply it streams."""
 
     kinds: frozenset[str | None] | None = None
-    nested: Mapping[str, str] = {}
+    unread: frozenset[str] = frozenset()
 
     def __init__(self) -> None:
         self._reply: dict[str, Any] | None = None

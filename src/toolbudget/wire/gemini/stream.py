@@ -43,7 +43,7 @@ class ChunkFolder:
     """One ``streamGenerateContent`` stream, folded into the reply it streams."""
 
     kinds: frozenset[str | None] | None = None
-    nested: Mapping[str, str] = {}
+    unread: frozenset[str] = frozenset()
 
     def __init__(self) -> None:
         self._reply: dict[str, Any] | None = None

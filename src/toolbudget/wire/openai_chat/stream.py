@@ -29,7 +29,7 @@ class ChunkFolder:
     """One Chat Completions stream, folded into the completion it answers."""
 
     kinds: frozenset[str | None] | None = frozenset({None, "chunk"})
-    nested: Mapping[str, str] = {"chunk": "chunk"}
+    unread: frozenset[str] = frozenset({"snapshot"})
 
     def __init__(self) -> None:
         self._reply: dict[str, Any] | None = None

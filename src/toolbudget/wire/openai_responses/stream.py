@@ -49,7 +49,7 @@ class ResponseFolder:
             "response.function_call_arguments.done",
         }
     )
-    nested: Mapping[str, str] = {}
+    unread: frozenset[str] = frozenset({"snapshot"})
 
     def __init__(self) -> None:
         self._response: dict[str, Any] | None = None
