@@ -860,6 +860,16 @@ def test_bedrock_truncated_tool_use_is_dropped_by_finalize() -> None:
     assert dropped == 1 and kept["stopReason"] == "max_tokens"
 
 
+def test_stretch_reads_the_model_of_a_converse_call_for_its_cap() -> None:
+    body = {**converse_body(), "modelId": "us.anthropic.claude-sonnet-4-5-20250929-v1:0"}
+    assert Stretch(body, "bedrock-converse", Policy()).cap == 64_000
+    assert Stretch(request_with_model("claude-sonnet-4-5"), "anthropic", Policy()).cap == 64_000
+
+
+def request_with_model(model: str) -> dict[str, Any]:
+    return {"model": model, "max_tokens": 100, "messages": [{"role": "user", "content": "Hi"}]}
+
+
 def test_bedrock_end_to_end_through_stretch() -> None:
     plan = Stretch(converse_body(100), "bedrock-converse", Policy(max_token_escalations=1))
     first = plan.next_body(converse_reply("Once upon", "max_tokens"))

@@ -365,8 +365,7 @@ class Stretch:
     ) -> None:
         self.api = wire.resolve_api(api)
         self._dialect = _dialect(self.api)
-        model = body.get("model")
-        known = output_cap(model if isinstance(model, str) else None, policy)
+        known = output_cap(self._dialect.model(body), policy)
         self.cap = known if cap is None else min(cap, known)
         """The most ``max_tokens`` may grow to: the model's cap, or the caller's ``cap`` when lower."""
         self.policy = policy

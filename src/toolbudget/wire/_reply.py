@@ -181,6 +181,11 @@ class Dialect:
             out[holder] = {**as_dict(body.get(holder)), key: value}
         return out
 
+    def model(self, body: Mapping[str, Any]) -> str | None:
+        """The model a request body names, or ``None`` (an API may name it in the URL instead)."""
+        value = body.get("model")
+        return value if isinstance(value, str) else None
+
     def several_choices(self, body: Mapping[str, Any]) -> bool:
         """Whether ``body`` asks for more than one answer (which cannot be continued as one)."""
         return False

@@ -65,6 +65,11 @@ class ConverseDialect(Dialect):
             count(usage.get("cacheWriteInputTokens")),
         )
 
+    def model(self, body: Mapping[str, Any]) -> str | None:
+        """The ``modelId`` of a ``converse`` call's arguments (the HTTP API takes it in the URL)."""
+        value = body.get("modelId")
+        return value if isinstance(value, str) else super().model(body)
+
     def folder(self) -> EventFolder:
         return EventFolder()
 
