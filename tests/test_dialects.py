@@ -886,3 +886,25 @@ def test_bedrock_end_to_end_through_stretch() -> None:
     ]
     assert result["stopReason"] == "tool_use"
     assert (plan.escalations, plan.continuations) == (1, 1)
+
+
+@pytest.mark.parametrize(
+    ("api", "events"),
+    [
+        ("anthropic", ANTHROPIC_EVENTS),
+        ("openai-chat", CHAT_CHUNKS),
+        ("openai-responses", _responses_events(final_output=False)),
+        ("gemini", GEMINI_CHUNKS),
+        ("bedrock-converse", BEDROCK_EVENTS),
+    ],
+)
+def test_reading_the_reply_at_every_event_changes_nothing(api: str, events: list[dict[str, Any]]) -> None:
+    """Text waits in pieces until the reply is read; reading it mid-stream must not lose or double any."""
+    once = wire.dialect(api).folder()
+    every = wire.dialect(api).folder()
+    for event in events:
+        once.see(event)
+        every.see(event)
+        every.reply()
+    assert every.reply() == once.reply()
+    assert once.reply() == fold(api, events)

@@ -19,7 +19,7 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-from .._stream import block_at, copied, event_index, parsed_input
+from .._stream import Appends, block_at, copied, event_index, parsed_input
 
 __all__ = ["MessageFolder"]
 
@@ -38,7 +38,9 @@ class MessageFolder:
 
     def __init__(self) -> None:
         self._message: dict[str, Any] | None = None
-        self._json: dict[int, str] = {}
+        self._text = Appends()
+        self._json: set[int] = set()
+        """Blocks whose ``input`` is streamed JSON text."""
 
     def see(self, event: Mapping[str, Any]) -> None:
         kind = event.get("type")
@@ -47,7 +49,7 @@ class MessageFolder:
             self._message = (
                 {**copy.deepcopy(dict(message)), "content": []} if isinstance(message, Mapping) else None
             )
-            self._json = {}
+            self._text, self._json = Appends(), set()
             return
         if self._message is None:
             return
@@ -61,7 +63,8 @@ class MessageFolder:
             index = event_index(event, "index")
             block = block_at(content, index)
             if block is not None and index in self._json:
-                block["input"] = parsed_input(self._json[index])
+                self._json.discard(index)
+                self._text.put(block, "input", parsed_input(self._text.value(block, "input")))
         elif kind == "message_delta":
             self._message_delta(event)
 
@@ -72,12 +75,14 @@ class MessageFolder:
         kind = delta.get("type")
         field = _APPENDED.get(str(kind))
         if field is not None:
-            block[field] = str(block.get(field) or "") + str(delta.get(field) or "")
+            self._text.add(block, field, str(delta.get(field) or ""))
         elif kind == "input_json_delta":
             index = event_index(event, "index")
             assert index is not None  # block_at found a block at it
-            self._json[index] = self._json.get(index, "") + str(delta.get("partial_json") or "")
-            block["input"] = self._json[index]  # text until the block stops: not runnable
+            if index not in self._json:
+                self._json.add(index)
+                self._text.put(block, "input", "")  # text until the block stops: not runnable
+            self._text.add(block, "input", str(delta.get("partial_json") or ""))
         elif kind == "signature_delta":
             block["signature"] = delta.get("signature")
         elif kind == "citations_delta":
@@ -97,4 +102,5 @@ class MessageFolder:
             self._message["usage"] = merged
 
     def reply(self) -> dict[str, Any] | None:
+        self._text.settle()
         return copied(self._message)

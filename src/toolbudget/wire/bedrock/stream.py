@@ -20,7 +20,7 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-from .._stream import copied, event_index, parsed_input
+from .._stream import Appends, copied, event_index, parsed_input
 
 __all__ = ["EventFolder"]
 
@@ -36,7 +36,9 @@ class EventFolder:
     def __init__(self) -> None:
         self._reply: dict[str, Any] | None = None
         self._blocks: dict[int, dict[str, Any]] = {}
-        self._json: dict[int, str] = {}
+        self._json: set[int] = set()
+        """Blocks whose ``toolUse.input`` is streamed JSON text."""
+        self._text = Appends()
 
     def _message(self) -> dict[str, Any]:
         if self._reply is None:
@@ -60,7 +62,9 @@ class EventFolder:
         elif kind == "contentBlockStop":
             index = event_index(data, "contentBlockIndex")
             if index is not None and index in self._json:
-                self._blocks[index]["toolUse"]["input"] = parsed_input(self._json.pop(index))
+                self._json.discard(index)
+                tool = self._blocks[index]["toolUse"]
+                self._text.put(tool, "input", parsed_input(self._text.value(tool, "input")))
         elif kind == "messageStop":
             self._message()
             assert self._reply is not None
@@ -76,7 +80,7 @@ class EventFolder:
         tool = start.get("toolUse")
         if isinstance(tool, Mapping):
             self._blocks[index] = {"toolUse": {**copy.deepcopy(dict(tool)), "input": ""}}
-            self._json[index] = ""
+            self._json.add(index)
         else:
             self._blocks[index] = copy.deepcopy(dict(start))
 
@@ -84,11 +88,10 @@ class EventFolder:
         if index is None or not isinstance(delta, Mapping):
             return
         if isinstance(delta.get("text"), str):
-            block = self._blocks.setdefault(index, {"text": ""})
-            block["text"] = str(block.get("text") or "") + delta["text"]
+            self._text.add(self._blocks.setdefault(index, {"text": ""}), "text", delta["text"])
         elif isinstance(delta.get("toolUse"), Mapping) and index in self._json:
-            self._json[index] += str(delta["toolUse"].get("input") or "")
-            self._blocks[index]["toolUse"]["input"] = self._json[index]  # text until the block stops
+            piece = str(delta["toolUse"].get("input") or "")
+            self._text.add(self._blocks[index]["toolUse"], "input", piece)  # text until the block stops
         elif isinstance(delta.get("reasoningContent"), Mapping):
             self._reasoning(
                 self._blocks.setdefault(index, {"reasoningContent": {}}), delta["reasoningContent"]
@@ -102,10 +105,11 @@ class EventFolder:
         text = reasoning.setdefault("reasoningText", {"text": ""})
         for key in _REASONING_APPENDED:
             if isinstance(delta.get(key), str):
-                text[key] = str(text.get(key) or "") + delta[key]
+                self._text.add(text, key, delta[key])
 
     def reply(self) -> dict[str, Any] | None:
         if self._reply is None and not self._blocks:
             return None
+        self._text.settle()
         self._message()["content"] = [self._blocks[i] for i in sorted(self._blocks)]
         return copied(self._reply)

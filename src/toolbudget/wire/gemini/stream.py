@@ -16,7 +16,7 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-from .._stream import copied, event_index
+from .._stream import Appends, copied, event_index
 from .request import _snake
 
 __all__ = ["ChunkFolder", "field"]
@@ -48,6 +48,7 @@ class ChunkFolder:
     def __init__(self) -> None:
         self._reply: dict[str, Any] | None = None
         self._candidates: dict[int, dict[str, Any]] = {}
+        self._text = Appends()
 
     def see(self, event: Mapping[str, Any]) -> None:
         if self._reply is None:
@@ -79,11 +80,13 @@ class ChunkFolder:
             run = _text_run(part)
             last = parts[-1] if parts else None
             if run is not None and last is not None and _text_run(last) is run:
-                parts[-1] = {**last, **copy.deepcopy(dict(part)), "text": last["text"] + part["text"]}
+                last.update({k: copy.deepcopy(v) for k, v in part.items() if k != "text"})
+                self._text.add(last, "text", part["text"])
             else:
                 parts.append(copy.deepcopy(dict(part)))
 
     def reply(self) -> dict[str, Any] | None:
+        self._text.settle()
         reply = copied(self._reply)
         if reply is None:
             return None

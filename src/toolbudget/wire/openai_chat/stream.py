@@ -17,7 +17,7 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-from .._stream import copied, event_index
+from .._stream import Appends, copied, event_index
 
 __all__ = ["ChunkFolder"]
 
@@ -35,6 +35,7 @@ class ChunkFolder:
         self._reply: dict[str, Any] | None = None
         self._choices: dict[int, dict[str, Any]] = {}
         self._calls: dict[int, dict[int, dict[str, Any]]] = {}
+        self._text = Appends()
 
     def see(self, event: Mapping[str, Any]) -> None:
         if event.get("type") == "chunk":
@@ -63,22 +64,39 @@ class ChunkFolder:
         if isinstance(delta, Mapping):
             for field in _APPENDED:
                 if isinstance(delta.get(field), str):
-                    message[field] = (message.get(field) or "") + delta[field]
+                    self._text.add(message, field, delta[field])
             if isinstance(delta.get("tool_calls"), list):
                 calls = self._calls.setdefault(index, {})
                 for piece in delta["tool_calls"]:
                     if isinstance(piece, Mapping):
-                        _add_call_piece(calls, piece)
+                        self._call_piece(calls, piece)
                 message["tool_calls"] = [calls[i] for i in sorted(calls)]
             if isinstance(delta.get("function_call"), Mapping):
                 legacy = message.setdefault("function_call", {"name": "", "arguments": ""})
-                _add_function_piece(legacy, delta["function_call"])
+                self._function_piece(legacy, delta["function_call"])
         if choice.get("finish_reason") is not None:
             target["finish_reason"] = choice["finish_reason"]
+
+    def _call_piece(self, calls: dict[int, dict[str, Any]], piece: Mapping[str, Any]) -> None:
+        slot = calls.setdefault(
+            event_index(piece, "index") or 0,
+            {"id": None, "type": "function", "function": {"name": "", "arguments": ""}},
+        )
+        if piece.get("id"):
+            slot["id"] = piece["id"]
+        if isinstance(piece.get("type"), str):
+            slot["type"] = piece["type"]
+        if isinstance(piece.get("function"), Mapping):
+            self._function_piece(slot["function"], piece["function"])
+
+    def _function_piece(self, function: dict[str, Any], piece: Mapping[str, Any]) -> None:
+        for field in ("name", "arguments"):
+            self._text.add(function, field, str(piece.get(field) or ""))
 
     def reply(self) -> dict[str, Any] | None:
         if self._reply is None:
             return None
+        self._text.settle()
         reply = copied(self._reply)
         assert reply is not None
         choices = [copy.deepcopy(self._choices[i]) for i in sorted(self._choices)]
@@ -86,22 +104,3 @@ class ChunkFolder:
             {"index": 0, "message": {"role": "assistant", "content": None}, "finish_reason": None}
         ]
         return reply
-
-
-def _add_call_piece(calls: dict[int, dict[str, Any]], piece: Mapping[str, Any]) -> None:
-    index = piece.get("index", 0)
-    slot = calls.setdefault(
-        index if isinstance(index, int) else 0,
-        {"id": None, "type": "function", "function": {"name": "", "arguments": ""}},
-    )
-    if piece.get("id"):
-        slot["id"] = piece["id"]
-    if isinstance(piece.get("type"), str):
-        slot["type"] = piece["type"]
-    if isinstance(piece.get("function"), Mapping):
-        _add_function_piece(slot["function"], piece["function"])
-
-
-def _add_function_piece(function: dict[str, Any], piece: Mapping[str, Any]) -> None:
-    function["name"] += str(piece.get("name") or "")
-    function["arguments"] += str(piece.get("arguments") or "")

@@ -22,7 +22,7 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-from .._stream import block_at, event_index
+from .._stream import Appends, block_at, event_index
 
 __all__ = ["ResponseFolder"]
 
@@ -55,6 +55,7 @@ class ResponseFolder:
         self._response: dict[str, Any] | None = None
         self._final = False
         self._items: dict[int, dict[str, Any]] = {}
+        self._text = Appends()
 
     def see(self, event: Mapping[str, Any]) -> None:
         kind = event.get("type")
@@ -76,11 +77,10 @@ class ResponseFolder:
         if item is None:
             return
         if kind in ("response.function_call_arguments.delta", "response.function_call_arguments.done"):
-            done = kind.endswith(".done")
-            piece = event.get("arguments" if done else "delta")
-            item["arguments"] = (
-                str(piece or "") if done else str(item.get("arguments") or "") + str(piece or "")
-            )
+            if kind.endswith(".done"):
+                self._text.put(item, "arguments", str(event.get("arguments") or ""))
+            else:
+                self._text.add(item, "arguments", str(event.get("delta") or ""))
             return
         self._part(item, kind, event)
 
@@ -99,15 +99,15 @@ class ResponseFolder:
         if part is None:
             return
         if kind in _PART_DELTAS:
-            field = _PART_DELTAS[kind]
-            part[field] = str(part.get(field) or "") + str(event.get("delta") or "")
+            self._text.add(part, _PART_DELTAS[kind], str(event.get("delta") or ""))
         else:
             field = _PART_DONE[kind]
-            part[field] = str(event.get(field) or "")
+            self._text.put(part, field, str(event.get(field) or ""))
 
     def reply(self) -> dict[str, Any] | None:
         if self._response is None and not self._items:
             return None
+        self._text.settle()
         reply: dict[str, Any] = (
             copy.deepcopy(self._response) if self._response is not None else {"status": "in_progress"}
         )
