@@ -178,6 +178,19 @@ def neutral_part(part: Part) -> Part | None:
     raise AssertionError(part)
 
 
+def kept_in(part: Part, family: str) -> bool:
+    """Whether a converted part is kept by an API of ``family`` that refuses empty text blocks.
+
+    Such an API (Anthropic, Bedrock) accepts only the thinking its own
+    provider signed; other thinking, and empty text, is dropped.
+    """
+    if isinstance(part, Thinking):
+        return part.source == family
+    if isinstance(part, Text):
+        return bool(part.text)
+    return True
+
+
 FAMILY = {
     "anthropic": "anthropic",
     "openai-chat": "openai",

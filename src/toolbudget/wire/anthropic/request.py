@@ -33,6 +33,7 @@ from .._common import (
     expect_list,
     expect_str,
     fill_call_ids,
+    kept_in,
     merge_runs,
     neutral,
     parse_history,
@@ -375,7 +376,7 @@ def adapt(request: Request) -> Request:
             system.extend(p for p in message.parts if isinstance(p, Text))
             continue
         leading = False
-        parts = tuple(_portable(p) for p in message.parts if _keep(p))
+        parts = tuple(_portable(p) for p in message.parts if kept_in(p, "anthropic"))
         if not parts:
             continue
         role: Role = "user" if message.role in ("tool", "system") else message.role
@@ -384,14 +385,6 @@ def adapt(request: Request) -> Request:
     messages = safe_ids(messages)
     tools = request.tools or tools_for_calls(messages)
     return Request(API, tuple(messages), tuple(system), tools, request.extra)
-
-
-def _keep(part: Part) -> bool:
-    if isinstance(part, Thinking):
-        return part.source == "anthropic"
-    if isinstance(part, Text):
-        return bool(part.text)
-    return True
 
 
 def _portable(part: Part) -> Part:

@@ -42,6 +42,7 @@ from .._common import (
     expect_list,
     expect_str,
     fill_call_ids,
+    kept_in,
     merge_runs,
     neutral,
     opt_str,
@@ -458,7 +459,7 @@ def adapt(request: Request) -> Request:
             system.extend(p for p in message.parts if isinstance(p, Text) and p.text)
             continue
         leading = False
-        parts = tuple(_portable(p) for p in message.parts if _keep(p))
+        parts = tuple(_portable(p) for p in message.parts if kept_in(p, "bedrock"))
         if parts:
             messages.append(Message("assistant" if message.role == "assistant" else "user", parts))
     messages = [_results_alone(results_first(m)) for m in merge_runs(messages, lambda m: m.role)]
@@ -470,14 +471,6 @@ def adapt(request: Request) -> Request:
     # "The toolConfig field must be defined when using toolUse and toolResult content blocks."
     tools = request.tools or tools_for_calls(messages)
     return Request(API, tuple(messages), tuple(system), tools, frozen_mapping(extra), ("url_fields",))
-
-
-def _keep(part: Part) -> bool:
-    if isinstance(part, Thinking):
-        return part.source == "bedrock"
-    if isinstance(part, Text):
-        return bool(part.text)
-    return True
 
 
 def _portable(part: Part) -> Part:
