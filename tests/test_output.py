@@ -245,8 +245,8 @@ def test_responses_with_no_output_items_escalates() -> None:
 
 
 def test_unknown_api_is_refused() -> None:
-    with pytest.raises(ValueError, match="bedrock"):
-        is_cut_off({}, "bedrock-converse")
+    with pytest.raises(ValueError, match="cohere"):
+        is_cut_off({}, "cohere")
 
 
 def test_context_window_full_classifies_as_an_overflow() -> None:

@@ -37,19 +37,15 @@ OPENING_USER_TEXT = "[toolbudget] The recorded conversation starts with the assi
 
 
 def _limit(api: str, max_tokens: int | None) -> dict[str, Any]:
+    dialect = wire.dialect(api)
     if max_tokens is None:
-        return {"max_tokens": DEFAULT_MAX_TOKENS} if api == "anthropic" else {}
-    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens <= 0:
+        if not dialect.max_tokens_required:
+            return {}
+        max_tokens = DEFAULT_MAX_TOKENS
+    elif isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens <= 0:
         raise InputError(f"max_tokens must be a positive number of tokens, not {max_tokens!r}")
-    if api == "anthropic":
-        return {"max_tokens": max_tokens}
-    if api == "openai-chat":
-        return {"max_completion_tokens": max_tokens}
-    if api == "openai-responses":
-        return {"max_output_tokens": max_tokens}
-    if api == "gemini":
-        return {"generationConfig": {"maxOutputTokens": max_tokens}}
-    return {"inferenceConfig": {"maxTokens": max_tokens}}
+    holder, key = dialect.new_max_tokens_slot
+    return {holder: {key: max_tokens}} if holder else {key: max_tokens}
 
 
 def to_request(

@@ -47,6 +47,7 @@ __all__ = [
     "ToolCall",
     "ToolDef",
     "ToolResult",
+    "Usage",
     "frozen_mapping",
     "set_origin",
     "text_of",
@@ -267,6 +268,29 @@ class Conversation:
     tools: tuple[ToolDef, ...] = ()
     sidechain: bool = False
     meta: Mapping[str, Any] = field(default_factory=_empty)
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """The tokens one reply cost, read the same way from every API's usage object.
+
+    The APIs disagree on what their input count holds (Anthropic and Bedrock
+    leave cached tokens out of it, OpenAI and Gemini put them in), so ``input``
+    here is always the uncached part: ``input + cache_read + cache_write`` is
+    the whole prompt on every API. ``output`` is every generated token,
+    reasoning included. ``None`` is a count the reply does not state.
+    """
+
+    input: int | None = None
+    output: int | None = None
+    cache_read: int | None = None
+    cache_write: int | None = None
+
+    @property
+    def prompt(self) -> int | None:
+        """The whole prompt: uncached, read from the cache and written to it."""
+        counts = [n for n in (self.input, self.cache_read, self.cache_write) if n is not None]
+        return sum(counts) if counts else None
 
 
 def text_of(parts: Iterable[Part]) -> str:

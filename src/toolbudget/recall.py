@@ -138,37 +138,10 @@ class RecallQuery:
 
 
 def recall_tool(api: str) -> dict[str, Any]:
-    """The recall tool's definition, in the wire form of ``api``."""
-    from .wire import resolve_api
+    """The recall tool's definition, in the wire form of ``api`` (its dialect writes it)."""
+    from .wire import module, resolve_api
 
-    name = resolve_api(api)
-    if name == "anthropic":
-        return {"name": RECALL_TOOL, "description": RECALL_DESCRIPTION, "input_schema": RECALL_PARAMETERS}
-    if name == "openai-chat":
-        return {
-            "type": "function",
-            "function": {
-                "name": RECALL_TOOL,
-                "description": RECALL_DESCRIPTION,
-                "parameters": RECALL_PARAMETERS,
-            },
-        }
-    if name == "openai-responses":
-        return {
-            "type": "function",
-            "name": RECALL_TOOL,
-            "description": RECALL_DESCRIPTION,
-            "parameters": RECALL_PARAMETERS,
-        }
-    if name == "gemini":
-        return {"name": RECALL_TOOL, "description": RECALL_DESCRIPTION, "parameters": RECALL_PARAMETERS}
-    return {
-        "toolSpec": {
-            "name": RECALL_TOOL,
-            "description": RECALL_DESCRIPTION,
-            "inputSchema": {"json": RECALL_PARAMETERS},
-        }
-    }
+    return module(resolve_api(api)).recall_tool()
 
 
 def parse_query(arguments: Mapping[str, Any] | str) -> RecallQuery:

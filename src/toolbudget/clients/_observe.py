@@ -7,18 +7,21 @@ subclass whose ``__iter__``/``__next__`` (``__aiter__``/``__anext__``) and
 of the SDKs: every SDK stream iterates through those methods, including the
 helpers built on them (``text_stream``, ``get_final_message``, ``until_done``).
 
-The tap folds the events into the answer's JSON, as the API would have sent it
-without streaming, so :func:`~toolbudget.recovery.output.is_cut_off` reads it
-like any answer. When the stream ends (its last event read, an error, or
-``close`` before the end), the tap calls back once.
+The tap hands the events to the folder of the API's dialect
+(:meth:`toolbudget.wire.Dialect.folder`), which folds them into the answer's
+JSON as the API would have sent it without streaming, so
+:func:`~toolbudget.recovery.output.is_cut_off` reads it like any answer. When
+the stream ends (its last event read, an error, or ``close`` before the end),
+the tap calls back once.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
+
+from .. import wire
 
 __all__ = ["Tap", "observe"]
 
@@ -26,134 +29,44 @@ OnEnd = Callable[[dict[str, Any] | None, bool], None]
 """Called once with the folded answer (``None`` when nothing was seen) and whether the end was read."""
 
 
-def _as_dict(event: Any) -> dict[str, Any]:
+def _as_dict(event: Any, unread: frozenset[str]) -> dict[str, Any]:
     if isinstance(event, Mapping):
         return dict(event)
     dump = getattr(event, "model_dump", None)
     if callable(dump):
-        data = dump(mode="json", by_alias=True, exclude_unset=True, warnings=False)
+        data = dump(mode="json", by_alias=True, exclude_unset=True, warnings=False, exclude=set(unread))
         if isinstance(data, dict):
             return data
     return {}
 
 
 class Tap:
-    """The answer of a stream, folded from its events, for one API."""
+    """The answer of a stream, folded from its events by the folder of its API's dialect."""
 
     def __init__(self, api: str, on_end: OnEnd) -> None:
         self.api = api
         self.on_end = on_end
-        self.answer: dict[str, Any] | None = None
         self.ended = False
-        self._json: dict[int, str] = {}
-        self._calls: dict[int, dict[str, Any]] = {}
+        self._folder = wire.dialect(api).folder()
+
+    @property
+    def answer(self) -> dict[str, Any] | None:
+        """The answer so far, as the API would have sent it without streaming."""
+        return self._folder.reply()
 
     def see(self, event: Any) -> None:
-        kind = getattr(event, "type", None) if not isinstance(event, Mapping) else event.get("type")
-        if self.api == "anthropic":
-            self._anthropic(kind, event)
-        elif self.api == "openai-chat":
-            if kind == "chunk":  # the SDK's stream helper wraps each chunk in an event of its own
-                self._chat(_as_dict(getattr(event, "chunk", None) or _as_dict(event).get("chunk") or {}))
-            elif kind is None:  # a chunk as the API sends it
-                self._chat(_as_dict(event))
-        elif self.api == "openai-responses" and kind in (
-            "response.completed",
-            "response.incomplete",
-            "response.failed",
-        ):
-            response = _as_dict(event).get("response")
-            self.answer = dict(response) if isinstance(response, Mapping) else None
+        folder = self._folder
+        mapping = isinstance(event, Mapping)
+        kind = event.get("type") if mapping else getattr(event, "type", None)
+        if folder.kinds is not None and kind not in folder.kinds:
+            return  # skipped unconverted: SDK helpers add many events the answer does not need
+        folder.see(_as_dict(event, folder.unread))
 
     def end(self, finished: bool) -> None:
         if self.ended:
             return
         self.ended = True
-        self.on_end(self.answer, finished)
-
-    # --- Anthropic: message_start, content blocks, message_delta ---------------------
-
-    def _anthropic(self, kind: Any, event: Any) -> None:
-        if kind not in ("message_start", "content_block_start", "content_block_delta", "message_delta"):
-            if kind == "content_block_stop":
-                self._close_block(_as_dict(event).get("index"))
-            return
-        data = _as_dict(event)
-        if kind == "message_start":
-            message = data.get("message")
-            self.answer = dict(message) if isinstance(message, Mapping) else {}
-            self.answer["content"] = []
-            return
-        if self.answer is None:
-            return
-        content: list[dict[str, Any]] = self.answer.setdefault("content", [])
-        if kind == "content_block_start":
-            block = data.get("content_block")
-            content.append(dict(block) if isinstance(block, Mapping) else {})
-            return
-        if kind == "content_block_delta":
-            index, delta = data.get("index"), data.get("delta")
-            if not isinstance(index, int) or not 0 <= index < len(content) or not isinstance(delta, Mapping):
-                return
-            if delta.get("type") == "text_delta":
-                content[index]["text"] = str(content[index].get("text", "")) + str(delta.get("text", ""))
-            elif delta.get("type") == "input_json_delta":
-                self._json[index] = self._json.get(index, "") + str(delta.get("partial_json", ""))
-                content[index]["input"] = self._json[index]  # a string until it parses: not runnable
-            return
-        delta = data.get("delta")
-        if isinstance(delta, Mapping):
-            self.answer.update({k: v for k, v in delta.items() if k in ("stop_reason", "stop_sequence")})
-        usage = data.get("usage")
-        if isinstance(usage, Mapping):
-            self.answer["usage"] = {**(self.answer.get("usage") or {}), **usage}
-
-    def _close_block(self, index: Any) -> None:
-        if self.answer is None or not isinstance(index, int) or index not in self._json:
-            return
-        content = self.answer.get("content") or []
-        if 0 <= index < len(content):
-            text = self._json[index]
-            try:
-                content[index]["input"] = json.loads(text) if text.strip() else {}
-            except ValueError:
-                content[index]["input"] = text
-
-    # --- OpenAI Chat: deltas of the first choice ------------------------------------
-
-    def _chat(self, chunk: dict[str, Any]) -> None:
-        if self.answer is None:
-            self.answer = {k: v for k, v in chunk.items() if k not in ("choices", "usage", "object")}
-            self.answer["object"] = "chat.completion"
-            self.answer["choices"] = [{"index": 0, "message": {"role": "assistant", "content": None}}]
-        if isinstance(chunk.get("usage"), Mapping):
-            self.answer["usage"] = chunk["usage"]
-        choice = next(
-            (c for c in chunk.get("choices") or [] if isinstance(c, Mapping) and c.get("index", 0) == 0), None
-        )
-        if choice is None:
-            return
-        target = self.answer["choices"][0]
-        message = target["message"]
-        delta = choice.get("delta")
-        if isinstance(delta, Mapping):
-            if isinstance(delta.get("content"), str):
-                message["content"] = (message["content"] or "") + delta["content"]
-            for call in delta.get("tool_calls") or []:
-                if not isinstance(call, Mapping):
-                    continue
-                slot = self._calls.setdefault(
-                    int(call.get("index", 0)), {"type": "function", "function": {"name": "", "arguments": ""}}
-                )
-                if call.get("id"):
-                    slot["id"] = call["id"]
-                function = call.get("function")
-                if isinstance(function, Mapping):
-                    slot["function"]["name"] += str(function.get("name") or "")
-                    slot["function"]["arguments"] += str(function.get("arguments") or "")
-                message["tool_calls"] = [self._calls[i] for i in sorted(self._calls)]
-        if choice.get("finish_reason") is not None:
-            target["finish_reason"] = choice["finish_reason"]
+        self.on_end(self._folder.reply(), finished)
 
 
 # --------------------------------------------------------------------------- the class swap

@@ -104,24 +104,12 @@ def _tool_name(tool: Any) -> Any:
 def strict_recall_tool() -> dict[str, Any]:
     """The Chat Completions recall tool in strict form, which ``parse`` and ``stream`` demand of every tool.
 
-    Strict mode wants every property required and nothing else allowed, so the
-    optional ones may be ``null``, which the recall handler reads as absent.
+    Strict mode wants every property required and nothing else allowed; the
+    Chat dialect writes it (:func:`toolbudget.wire.openai_chat.strict_recall_tool`).
     """
-    tool = recall_tool("openai-chat")
-    function = dict(tool["function"])
-    schema = dict(function["parameters"])
-    properties = {
-        name: {**prop, "type": prop["type"] if name in schema["required"] else [prop["type"], "null"]}
-        for name, prop in schema["properties"].items()
-    }
-    function["parameters"] = {
-        **schema,
-        "properties": properties,
-        "required": list(properties),
-        "additionalProperties": False,
-    }
-    function["strict"] = True
-    return {**tool, "function": function}
+    from ..wire import openai_chat
+
+    return openai_chat.strict_recall_tool()
 
 
 def with_recall(args: CallArgs, api: str, *, strict: bool = False) -> CallArgs:

@@ -1,4 +1,10 @@
-"""The five wire APIs: one module each, with ``parse(body) -> Request`` and ``render(Request) -> body``.
+"""The five wire APIs: one package each, holding everything toolbudget knows of that API.
+
+Each package gives ``parse(body) -> Request`` and ``render(Request) -> body``
+for requests, ``DIALECT`` (a :class:`Dialect`) for replies (stop reason,
+content units, usage, the request's output limit, a :class:`Folder` for its
+streams) and ``recall_tool()``. The rest of the library asks :func:`module`
+or :func:`dialect` rather than knowing a provider's field names.
 
 This package also tells a body's API from its shape (:func:`detect_api`) and
 lays a parsed request out for another API (:func:`adapt`, what each module's
@@ -22,13 +28,18 @@ from ..errors import UnknownAPIError
 from ..jsonio import to_body
 from ..model import Request
 from ._common import EntryCache, dumps_text, parse_arguments, tools_for_calls
+from ._reply import Dialect
+from ._stream import Folder
 
 __all__ = [
     "APIS",
+    "Dialect",
     "EntryCache",
+    "Folder",
     "WireModule",
     "adapt",
     "detect_api",
+    "dialect",
     "dumps_text",
     "module",
     "parse",
@@ -64,12 +75,15 @@ _ALIASES = {
 
 class WireModule(Protocol):
     API: str
+    DIALECT: Dialect
 
     def parse(self, body: Any, cache: EntryCache | None = None) -> Request: ...
 
     def render(self, request: Request) -> dict[str, Any]: ...
 
     def adapt(self, request: Request) -> Request: ...
+
+    def recall_tool(self) -> dict[str, Any]: ...
 
 
 def resolve_api(api: str) -> str:
@@ -91,6 +105,11 @@ def module(api: str) -> WireModule:
         mod: ModuleType = importlib.import_module(f"{__name__}.{_MODULES[resolve_api(api)]}")
         loaded = _LOADED[api] = cast(WireModule, mod)
     return loaded
+
+
+def dialect(api: str) -> Dialect:
+    """How replies, streams and output limits of ``api`` are laid out (:class:`Dialect`)."""
+    return module(api).DIALECT
 
 
 def parse(body: Any, api: str | None = None, cache: EntryCache | None = None) -> Request:

@@ -19,12 +19,14 @@ from ..model import (
     Opaque,
     Part,
     Request,
+    Role,
     Text,
     Thinking,
     ToolCall,
     ToolDef,
     ToolResult,
     frozen_mapping,
+    text_of,
 )
 
 T = TypeVar("T")
@@ -68,6 +70,34 @@ def reused(obj: Any, api: str) -> Any:
     return None
 
 
+def render_body(
+    request: Request,
+    api: str,
+    adapt: Callable[[Request], Request],
+    fill: Callable[[Request, dict[str, Any]], None],
+    url_fields: Iterable[str] = (),
+) -> dict[str, Any]:
+    """The body of ``request`` for ``api``, the frame every wire module's ``render`` shares.
+
+    A request from elsewhere is converted first (``adapt``); one parsed from
+    ``api`` and never changed is written back as the very body it came from;
+    otherwise ``fill`` writes the modelled fields over the unmodelled ones,
+    less ``url_fields`` when the body came with the fields an API takes in its
+    URL (the caller keeps them there).
+    """
+    if request.api != api:
+        request = adapt(request)
+    wire = reused(request, api)
+    if wire is not None:
+        return wire  # type: ignore[no-any-return]
+    body = dict(request.extra)
+    if "url_fields" in request.form:
+        for key in url_fields:
+            body.pop(key, None)
+    fill(request, body)
+    return body
+
+
 def with_extra(out: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
     if extra:
         for key, value in extra.items():
@@ -81,11 +111,48 @@ def unknown(kind: str, value: Any, location: str, known: Iterable[str]) -> Shape
     return ShapeError(f"unknown {kind} {shown} (expected one of: {names})", location=location)
 
 
+def read_role(value: Any, roles: Mapping[str, Role], location: str, known: Iterable[str]) -> Role:
+    """The canonical role of a wire ``value``; anything ``roles`` does not map is refused naming ``known``."""
+    role = roles.get(value) if isinstance(value, str) else None
+    if role is None:
+        raise unknown("role", value, location, known)
+    return role
+
+
+def plain_text(part: Part) -> bool:
+    """Whether ``part`` is bare text, no field or spelling of its own: a wire may write it as a string."""
+    return isinstance(part, Text) and not part.extra and not part.form
+
+
 def dumps_text(value: Any) -> str:
     """JSON text for a value that must travel as text (structured content on a text-only wire)."""
     if isinstance(value, str):
         return value
     return dumps(value).decode()
+
+
+def render_leftover(
+    part: Part, render_media: Callable[[Media], Any], text_block: Callable[[str], Any]
+) -> Any:
+    """A part every wire writes alike: media by ``render_media``, opaque as it came, the rest as text.
+
+    A wire with no block of its own for structured data, a result, thinking
+    or a call (each module writes the ones it has before calling this) gets
+    them as a text block (``text_block``) holding their text or JSON.
+    """
+    if isinstance(part, Media):
+        return render_media(part)
+    if isinstance(part, Opaque):
+        return part.value
+    if isinstance(part, Data):
+        return text_block(dumps_text(part.value))
+    if isinstance(part, ToolResult):
+        return text_block(text_of(part.content))
+    if isinstance(part, Thinking):
+        return text_block(part.text or "")
+    if isinstance(part, ToolCall):
+        return text_block(arguments_text(part))
+    raise AssertionError(part)
 
 
 # --- neutral form, used when converting between APIs -------------------------------
@@ -109,6 +176,19 @@ def neutral_part(part: Part) -> Part | None:
     if isinstance(part, Opaque):
         return None
     raise AssertionError(part)
+
+
+def kept_in(part: Part, family: str) -> bool:
+    """Whether a converted part is kept by an API of ``family`` that refuses empty text blocks.
+
+    Such an API (Anthropic, Bedrock) accepts only the thinking its own
+    provider signed; other thinking, and empty text, is dropped.
+    """
+    if isinstance(part, Thinking):
+        return part.source == family
+    if isinstance(part, Text):
+        return bool(part.text)
+    return True
 
 
 FAMILY = {
@@ -391,6 +471,23 @@ class EntryCache:
         if self.measure is not None:
             self.sizes[id(message)] = self.measure(message)
         return message
+
+
+def parse_history(
+    cache: EntryCache | None,
+    wire: Mapping[str, Any],
+    key: str,
+    parse_one: Callable[[Any, str], Message],
+    what: str,
+) -> tuple[Message, ...]:
+    """The history entries of a body, ``wire[key]``, each parsed once (see :class:`EntryCache`).
+
+    A body without them is refused with a :class:`ShapeError` naming ``what`` it should be.
+    """
+    if key not in wire:
+        raise ShapeError(f"{what} needs a `{key}` array")
+    entries = expect_list(wire[key], key)
+    return tuple(parse_entry(cache, entry, f"{key}.{i}", parse_one) for i, entry in enumerate(entries))
 
 
 def cached(cache: EntryCache | None, tag: bytes, raw: Any, build: Callable[[], T]) -> T:

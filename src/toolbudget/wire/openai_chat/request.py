@@ -15,9 +15,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..errors import ShapeError
-from ..jsonio import to_body
-from ..model import (
+from ...errors import ShapeError
+from ...jsonio import to_body
+from ...model import (
     Data,
     Media,
     Message,
@@ -33,7 +33,7 @@ from ..model import (
     set_origin,
     text_of,
 )
-from ._common import (
+from .._common import (
     EntryCache,
     arguments_text,
     data_url_type,
@@ -45,8 +45,12 @@ from ._common import (
     merge_runs,
     neutral,
     parse_arguments,
-    parse_entry,
+    parse_history,
     parse_tools,
+    plain_text,
+    read_role,
+    render_body,
+    render_leftover,
     rest,
     rest_with,
     reused,
@@ -96,12 +100,7 @@ _NO_KEYS: frozenset[str] = frozenset()
 def parse(body: Any, cache: EntryCache | None = None) -> Request:
     """Read a Chat Completions request body into a :class:`Request`."""
     wire = to_body(body)
-    if "messages" not in wire:
-        raise ShapeError("a Chat Completions body needs a `messages` array")
-    messages = tuple(
-        parse_entry(cache, m, f"messages.{i}", _parse_message)
-        for i, m in enumerate(expect_list(wire["messages"], "messages"))
-    )
+    messages = parse_history(cache, wire, "messages", _parse_message, "a Chat Completions body")
     tools: tuple[ToolDef, ...] = ()
     form: tuple[str, ...] = ()
     if "tools" in wire:
@@ -114,9 +113,7 @@ def parse(body: Any, cache: EntryCache | None = None) -> Request:
 def _parse_message(raw: Any, loc: str) -> Message:
     wire = expect_dict(raw, loc)
     wire_role = wire.get("role")
-    role = _ROLES.get(wire_role) if isinstance(wire_role, str) else None
-    if role is None:
-        raise unknown("role", wire_role, f"{loc}.role", _ROLES)
+    role = read_role(wire_role, _ROLES, f"{loc}.role", _ROLES)
     if role == "tool":
         return _parse_result_message(wire, wire_role == "function", loc)
     parts, content_form = _parse_content(wire, loc)
@@ -289,12 +286,10 @@ def _parse_tool(raw: Any, loc: str) -> ToolDef:
 
 def render(request: Request) -> dict[str, Any]:
     """Write a :class:`Request` as a Chat Completions body (converting it if it came from elsewhere)."""
-    if request.api != API:
-        request = adapt(request)
-    wire = reused(request, API)
-    if wire is not None:
-        return wire  # type: ignore[no-any-return]
-    body = dict(request.extra)
+    return render_body(request, API, adapt, _fill)
+
+
+def _fill(request: Request, body: dict[str, Any]) -> None:
     messages = [_render_message(m) for m in request.messages]
     if request.system:
         # This API has no top-level system prompt; a transform that set one gets a first message.
@@ -302,7 +297,6 @@ def render(request: Request) -> dict[str, Any]:
     body["messages"] = messages
     if request.tools or "tools" in request.form:
         body["tools"] = [_render_tool(t) for t in request.tools]
-    return body
 
 
 def _render_message(message: Message) -> Any:
@@ -343,14 +337,10 @@ def _put_content(
         else:
             out["content"] = None if none_when_empty else ""
         return
-    if "content:list" not in form and len(parts) == 1 and _plain_text(parts[0]):
+    if "content:list" not in form and len(parts) == 1 and plain_text(parts[0]):
         out["content"] = parts[0].text  # type: ignore[union-attr]
     else:
         out["content"] = [_render_part(p) for p in parts]
-
-
-def _plain_text(part: Part) -> bool:
-    return isinstance(part, Text) and not part.extra and not part.form
 
 
 def _render_part(part: Part) -> Any:
@@ -361,19 +351,11 @@ def _render_part(part: Part) -> Any:
         if "refusal" in part.form:
             return with_extra({"type": "refusal", "refusal": part.text}, part.extra)
         return with_extra({"type": "text", "text": part.text}, part.extra)
-    if isinstance(part, Media):
-        return _render_media(part)
-    if isinstance(part, Data):
-        return {"type": "text", "text": dumps_text(part.value)}
-    if isinstance(part, Opaque):
-        return part.value
-    if isinstance(part, ToolResult):
-        return {"type": "text", "text": text_of(part.content)}
-    if isinstance(part, Thinking):
-        return {"type": "text", "text": part.text or ""}
-    if isinstance(part, ToolCall):
-        return {"type": "text", "text": arguments_text(part)}
-    raise AssertionError(part)
+    return render_leftover(part, _render_media, _text_block)
+
+
+def _text_block(text: str) -> Any:
+    return {"type": "text", "text": text}
 
 
 def _render_media(part: Media) -> Any:

@@ -10,10 +10,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from ..errors import ShapeError
-from ..jsonio import to_body, type_name
-from ..model import (
-    Data,
+from ...errors import ShapeError
+from ...jsonio import to_body, type_name
+from ...model import (
     Media,
     Message,
     Opaque,
@@ -27,18 +26,21 @@ from ..model import (
     ToolResult,
     set_origin,
 )
-from ._common import (
+from .._common import (
     EntryCache,
     cached,
-    dumps_text,
     expect_dict,
     expect_list,
     expect_str,
     fill_call_ids,
+    kept_in,
     merge_runs,
     neutral,
-    parse_entry,
+    parse_history,
     parse_tools,
+    read_role,
+    render_body,
+    render_leftover,
     rest,
     results_first,
     reused,
@@ -103,12 +105,7 @@ _K_BODY = frozenset({"messages", "system", "tools"})
 def parse(body: Any, cache: EntryCache | None = None) -> Request:
     """Read a Messages API request body into a :class:`Request`."""
     wire = to_body(body)
-    if "messages" not in wire:
-        raise ShapeError("an Anthropic Messages body needs a `messages` array")
-    messages = tuple(
-        parse_entry(cache, m, f"messages.{i}", _parse_message)
-        for i, m in enumerate(expect_list(wire["messages"], "messages"))
-    )
+    messages = parse_history(cache, wire, "messages", _parse_message, "an Anthropic Messages body")
     system: tuple[Part, ...] = ()
     form: tuple[str, ...] = ()
     if "system" in wire:
@@ -139,10 +136,7 @@ def parse(body: Any, cache: EntryCache | None = None) -> Request:
 
 def _parse_message(raw: Any, loc: str) -> Message:
     wire = expect_dict(raw, loc)
-    raw_role = wire.get("role")
-    role = _ROLES.get(raw_role) if isinstance(raw_role, str) else None
-    if role is None:
-        raise unknown("role", wire.get("role"), f"{loc}.role", _API_ROLES)
+    role = read_role(wire.get("role"), _ROLES, f"{loc}.role", _API_ROLES)
     if "content" not in wire:
         raise ShapeError("a message needs `content`", location=loc)
     content = wire["content"]
@@ -254,18 +248,15 @@ def _parse_tool(raw: Any, loc: str) -> ToolDef:
 
 def render(request: Request) -> dict[str, Any]:
     """Write a :class:`Request` as a Messages API body (converting it if it came from elsewhere)."""
-    if request.api != API:
-        request = adapt(request)
-    wire = reused(request, API)
-    if wire is not None:
-        return wire  # type: ignore[no-any-return]
-    body = dict(request.extra)
+    return render_body(request, API, adapt, _fill)
+
+
+def _fill(request: Request, body: dict[str, Any]) -> None:
     if request.system or "system" in request.form or "system:str" in request.form:
         body["system"] = _render_system(request)
     body["messages"] = [_render_message(m) for m in request.messages]
     if request.tools or "tools" in request.form:
         body["tools"] = [_render_tool(t) for t in request.tools]
-    return body
 
 
 def _render_system(request: Request) -> Any:
@@ -312,13 +303,11 @@ def _render_block(part: Part) -> Any:
         if part.signature is not None or "signature" in part.form:
             out["signature"] = part.signature
         return with_extra(out, part.extra)
-    if isinstance(part, Media):
-        return _render_media(part)
-    if isinstance(part, Data):
-        return {"type": "text", "text": dumps_text(part.value)}
-    if isinstance(part, Opaque):
-        return part.value
-    raise AssertionError(part)
+    return render_leftover(part, _render_media, _text_block)
+
+
+def _text_block(text: str) -> Any:
+    return {"type": "text", "text": text}
 
 
 def _wrap_arguments(call: ToolCall) -> dict[str, Any]:
@@ -387,7 +376,7 @@ def adapt(request: Request) -> Request:
             system.extend(p for p in message.parts if isinstance(p, Text))
             continue
         leading = False
-        parts = tuple(_portable(p) for p in message.parts if _keep(p))
+        parts = tuple(_portable(p) for p in message.parts if kept_in(p, "anthropic"))
         if not parts:
             continue
         role: Role = "user" if message.role in ("tool", "system") else message.role
@@ -396,14 +385,6 @@ def adapt(request: Request) -> Request:
     messages = safe_ids(messages)
     tools = request.tools or tools_for_calls(messages)
     return Request(API, tuple(messages), tuple(system), tools, request.extra)
-
-
-def _keep(part: Part) -> bool:
-    if isinstance(part, Thinking):
-        return part.source == "anthropic"
-    if isinstance(part, Text):
-        return bool(part.text)
-    return True
 
 
 def _portable(part: Part) -> Part:

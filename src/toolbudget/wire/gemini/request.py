@@ -20,9 +20,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from ..errors import ShapeError
-from ..jsonio import to_body
-from ..model import (
+from ...jsonio import to_body
+from ...model import (
     Data,
     Media,
     Message,
@@ -39,7 +38,7 @@ from ..model import (
     set_origin,
     text_of,
 )
-from ._common import (
+from .._common import (
     EntryCache,
     cached,
     dumps_text,
@@ -48,7 +47,11 @@ from ._common import (
     expect_str,
     merge_runs,
     neutral,
-    parse_entry,
+    parse_history,
+    plain_text,
+    read_role,
+    render_body,
+    render_leftover,
     rest,
     rest_with,
     results_first,
@@ -85,13 +88,13 @@ _DATA_FIELDS = (
 )
 
 
-def _snake(name: str) -> str:
+def snake_case(name: str) -> str:
     return "".join(f"_{c.lower()}" if c.isupper() else c for c in name)
 
 
 _SPELLINGS: dict[str, tuple[str, bool]] = {
     **{name: (name, False) for name in _DATA_FIELDS},
-    **{_snake(name): (name, True) for name in _DATA_FIELDS if _snake(name) != name},
+    **{snake_case(name): (name, True) for name in _DATA_FIELDS if snake_case(name) != name},
 }
 _OPAQUE_FIELDS = frozenset({"executableCode", "codeExecutionResult", "toolCall", "toolResponse"})
 
@@ -113,7 +116,7 @@ _URL_FIELDS = ("model", "stream")
 
 
 def _spell(camel: str, snake: bool) -> str:
-    return _snake(camel) if snake else camel
+    return snake_case(camel) if snake else camel
 
 
 # --- parse ---------------------------------------------------------------------------
@@ -122,12 +125,7 @@ def _spell(camel: str, snake: bool) -> str:
 def parse(body: Any, cache: EntryCache | None = None) -> Request:
     """Read a ``generateContent`` request body into a :class:`Request`."""
     wire = to_body(body)
-    if "contents" not in wire:
-        raise ShapeError("a Gemini generateContent body needs a `contents` array")
-    messages = tuple(
-        parse_entry(cache, c, f"contents.{i}", _parse_content)
-        for i, c in enumerate(expect_list(wire["contents"], "contents"))
-    )
+    messages = parse_history(cache, wire, "contents", _parse_content, "a Gemini generateContent body")
     modelled = {"contents"}
     form: list[str] = []
     system: tuple[Part, ...] = ()
@@ -165,9 +163,7 @@ def _parse_content(raw: Any, loc: str) -> Message:
     form: list[str] = []
     if "role" in wire:
         wire_role = wire["role"]
-        role = _READ_ROLES.get(wire_role) if isinstance(wire_role, str) else None
-        if role is None:
-            raise unknown("role", wire_role, f"{loc}.role", _ROLES)
+        role = read_role(wire_role, _READ_ROLES, f"{loc}.role", _ROLES)
         if role == "tool":
             form.append(f"role:{wire_role}")
     else:
@@ -240,7 +236,7 @@ def _parse_media(field: str, key: str, wire: dict[str, Any], loc: str) -> Media:
 
 def _nested_key(inner: dict[str, Any], camel: str, snake: bool, form: list[str]) -> str:
     """The spelling ``inner`` uses for ``camel``; notes it when it differs from the part's own."""
-    preferred, other = (_snake(camel), camel) if snake else (camel, _snake(camel))
+    preferred, other = (snake_case(camel), camel) if snake else (camel, snake_case(camel))
     if preferred not in inner and other in inner:
         form.append(f"{camel}:{'camel' if snake else 'snake'}")
         return other
@@ -350,31 +346,21 @@ def _parse_declaration(raw: Any, loc: str, group: int, snake: bool) -> ToolDef:
 
 def render(request: Request) -> dict[str, Any]:
     """Write a :class:`Request` as a ``generateContent`` body (converting it if it came from elsewhere)."""
-    if request.api != API:
-        request = adapt(request)
-    wire = reused(request, API)
-    if wire is not None:
-        return wire  # type: ignore[no-any-return]
-    body = dict(request.extra)
+    return render_body(request, API, adapt, _fill, _URL_FIELDS)
+
+
+def _fill(request: Request, body: dict[str, Any]) -> None:
     form = request.form
-    if "url_fields" in form:
-        for key in _URL_FIELDS:  # kept for the caller, who puts them in the URL
-            body.pop(key, None)
     if request.system or "system" in form or "system:snake" in form:
         key = "system_instruction" if "system:snake" in form else "systemInstruction"
         system = request.system
-        if "system:str" in form and len(system) == 1 and _plain_text(system[0]):
+        if "system:str" in form and len(system) == 1 and plain_text(system[0]):
             body[key] = system[0].text  # type: ignore[union-attr]
         else:
             body[key] = unnest(request.extra, key, {"parts": [_render_part(p) for p in system]})
     body["contents"] = [_render_content(m) for m in request.messages]
     if request.tools or "tools" in form:
         body["tools"] = _render_tools(request.tools)
-    return body
-
-
-def _plain_text(part: Part) -> bool:
-    return isinstance(part, Text) and not part.extra and not part.form
 
 
 def _render_content(message: Message) -> Any:
@@ -411,13 +397,11 @@ def _render_part(part: Part) -> Any:
         return _render_call(part)
     if isinstance(part, ToolResult):
         return _render_response(part)
-    if isinstance(part, Media):
-        return _render_media(part)
-    if isinstance(part, Data):
-        return {"text": dumps_text(part.value)}
-    if isinstance(part, Opaque):
-        return part.value
-    raise AssertionError(part)
+    return render_leftover(part, _render_media, _text_part)
+
+
+def _text_part(text: str) -> Any:
+    return {"text": text}
 
 
 def _render_call(part: ToolCall) -> Any:
@@ -497,7 +481,7 @@ def _render_media(part: Media) -> Any:
 
 def _nested_spelling(camel: str, snake: bool, form: tuple[str, ...]) -> str:
     if f"{camel}:snake" in form:
-        return _snake(camel)
+        return snake_case(camel)
     if f"{camel}:camel" in form:
         return camel
     return _spell(camel, snake)

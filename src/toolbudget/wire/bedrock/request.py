@@ -15,9 +15,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from ..errors import ShapeError
-from ..jsonio import to_body
-from ..model import (
+from ...errors import ShapeError
+from ...jsonio import to_body
+from ...model import (
     Data,
     Media,
     Message,
@@ -34,19 +34,22 @@ from ..model import (
     set_origin,
     text_of,
 )
-from ._common import (
+from .._common import (
     EntryCache,
     arguments_text,
     cached,
-    dumps_text,
     expect_dict,
     expect_list,
     expect_str,
     fill_call_ids,
+    kept_in,
     merge_runs,
     neutral,
     opt_str,
-    parse_entry,
+    parse_history,
+    read_role,
+    render_body,
+    render_leftover,
     rest,
     rest_with,
     results_first,
@@ -138,12 +141,7 @@ _URL_FIELDS = ("model", "stream")
 def parse(body: Any, cache: EntryCache | None = None) -> Request:
     """Read a Converse request body into a :class:`Request`."""
     wire = to_body(body)
-    if "messages" not in wire:
-        raise ShapeError("a Bedrock Converse body needs a `messages` array")
-    messages = tuple(
-        parse_entry(cache, m, f"messages.{i}", _parse_message)
-        for i, m in enumerate(expect_list(wire["messages"], "messages"))
-    )
+    messages = parse_history(cache, wire, "messages", _parse_message, "a Bedrock Converse body")
     form: list[str] = []
     system: tuple[Part, ...] = ()
     if "system" in wire:
@@ -171,10 +169,7 @@ def parse(body: Any, cache: EntryCache | None = None) -> Request:
 
 def _parse_message(raw: Any, loc: str) -> Message:
     wire = expect_dict(raw, loc)
-    wire_role = wire.get("role")
-    role = _ROLES.get(wire_role) if isinstance(wire_role, str) else None
-    if role is None:
-        raise unknown("role", wire.get("role"), f"{loc}.role", _API_ROLES)
+    role = read_role(wire.get("role"), _ROLES, f"{loc}.role", _API_ROLES)
     blocks = expect_list(wire.get("content"), f"{loc}.content")
     parts = tuple(_parse_block(b, f"{loc}.content.{j}", BLOCK_KEYS) for j, b in enumerate(blocks))
     return set_origin(Message(role, parts, rest(wire, _K_MESSAGE)), API, wire)
@@ -313,22 +308,16 @@ def _parse_tool(raw: Any, loc: str) -> ToolDef:
 
 def render(request: Request) -> dict[str, Any]:
     """Write a :class:`Request` as a Converse body (converting it if it came from elsewhere)."""
-    if request.api != API:
-        request = adapt(request)
-    wire = reused(request, API)
-    if wire is not None:
-        return wire  # type: ignore[no-any-return]
-    body = dict(request.extra)
-    if "url_fields" in request.form:
-        for key in _URL_FIELDS:  # kept for the caller, who puts them in the URL
-            body.pop(key, None)
+    return render_body(request, API, adapt, _fill, _URL_FIELDS)
+
+
+def _fill(request: Request, body: dict[str, Any]) -> None:
     body["messages"] = [_render_message(m) for m in request.messages]
     if request.system or "system" in request.form:
         body["system"] = [_render_block(p) for p in request.system]
     if request.tools or "tools" in request.form:
         config = {"tools": [_render_tool(t) for t in request.tools]}
         body["toolConfig"] = unnest(request.extra, "toolConfig", config)
-    return body
 
 
 def _render_message(message: Message) -> Any:
@@ -358,13 +347,11 @@ def _render_block(part: Part) -> Any:
             reasoning["signature"] = part.signature
         inner = unnest(part.extra, "reasoningContent", {"reasoningText": reasoning})
         return with_extra({"reasoningContent": inner}, part.extra)
-    if isinstance(part, Media):
-        return _render_media(part)
-    if isinstance(part, Data):
-        return {"text": dumps_text(part.value)}
-    if isinstance(part, Opaque):
-        return part.value
-    raise AssertionError(part)
+    return render_leftover(part, _render_media, _text_block)
+
+
+def _text_block(text: str) -> Any:
+    return {"text": text}
 
 
 def _input(call: ToolCall) -> Any:
@@ -472,7 +459,7 @@ def adapt(request: Request) -> Request:
             system.extend(p for p in message.parts if isinstance(p, Text) and p.text)
             continue
         leading = False
-        parts = tuple(_portable(p) for p in message.parts if _keep(p))
+        parts = tuple(_portable(p) for p in message.parts if kept_in(p, "bedrock"))
         if parts:
             messages.append(Message("assistant" if message.role == "assistant" else "user", parts))
     messages = [_results_alone(results_first(m)) for m in merge_runs(messages, lambda m: m.role)]
@@ -484,14 +471,6 @@ def adapt(request: Request) -> Request:
     # "The toolConfig field must be defined when using toolUse and toolResult content blocks."
     tools = request.tools or tools_for_calls(messages)
     return Request(API, tuple(messages), tuple(system), tools, frozen_mapping(extra), ("url_fields",))
-
-
-def _keep(part: Part) -> bool:
-    if isinstance(part, Thinking):
-        return part.source == "bedrock"
-    if isinstance(part, Text):
-        return bool(part.text)
-    return True
 
 
 def _portable(part: Part) -> Part:

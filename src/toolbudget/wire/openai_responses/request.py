@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import ShapeError
-from ..jsonio import to_body
-from ..model import (
+from ...errors import ShapeError
+from ...jsonio import to_body
+from ...model import (
     Data,
     Media,
     Message,
@@ -36,7 +36,7 @@ from ..model import (
     set_origin,
     text_of,
 )
-from ._common import (
+from .._common import (
     EntryCache,
     arguments_text,
     data_url_type,
@@ -49,6 +49,10 @@ from ._common import (
     parse_arguments,
     parse_entry,
     parse_tools,
+    plain_text,
+    read_role,
+    render_body,
+    render_leftover,
     rest,
     reused,
     unknown,
@@ -210,9 +214,7 @@ def _parse_item(raw: Any, loc: str) -> Message:
 
 def _parse_message(wire: dict[str, Any], loc: str) -> Message:
     wire_role = wire.get("role")
-    role = _ROLES.get(wire_role) if isinstance(wire_role, str) else None
-    if role is None:
-        raise unknown("role", wire_role, f"{loc}.role", _ROLES)
+    role = read_role(wire_role, _ROLES, f"{loc}.role", _ROLES)
     form: list[str] = []
     if "type" not in wire:
         form.append("type:absent")
@@ -363,12 +365,10 @@ def _parse_tool(raw: Any, loc: str) -> ToolDef:
 
 def render(request: Request) -> dict[str, Any]:
     """Write a :class:`Request` as a Responses API body (converting it if it came from elsewhere)."""
-    if request.api != API:
-        request = adapt(request)
-    wire = reused(request, API)
-    if wire is not None:
-        return wire  # type: ignore[no-any-return]
-    body = dict(request.extra)
+    return render_body(request, API, adapt, _fill)
+
+
+def _fill(request: Request, body: dict[str, Any]) -> None:
     form = request.form
     if request.system:
         body["instructions"] = text_of(request.system)
@@ -381,7 +381,6 @@ def render(request: Request) -> dict[str, Any]:
         body["input"] = [_render_item(m) for m in messages]
     if request.tools or "tools" in form:
         body["tools"] = [_render_tool(t) for t in request.tools]
-    return body
 
 
 def _plain_message(message: Message) -> bool:
@@ -410,15 +409,11 @@ def _render_item(message: Message) -> Any:
         out["role"] = "developer" if "role:developer" in message.form else "system"
     else:
         out["role"] = "user" if role == "tool" else role
-    if "content:str" in message.form and len(parts) == 1 and _plain_text(parts[0]):
+    if "content:str" in message.form and len(parts) == 1 and plain_text(parts[0]):
         out["content"] = parts[0].text  # type: ignore[union-attr]
     else:
         out["content"] = [_render_part(p, role) for p in parts]
     return with_extra(out, message.extra)
-
-
-def _plain_text(part: Part) -> bool:
-    return isinstance(part, Text) and not part.extra and not part.form
 
 
 def _render_part_item(part: Part) -> Any:
@@ -452,7 +447,7 @@ def _render_output(part: ToolResult) -> Any:
     kind = "custom_tool_call_output" if "custom" in part.form else "function_call_output"
     out: dict[str, Any] = {"type": kind, "call_id": part.call_id or ""}
     content = part.content
-    if "output:list" not in part.form and all(_plain_text(p) or isinstance(p, Data) for p in content):
+    if "output:list" not in part.form and all(plain_text(p) or isinstance(p, Data) for p in content):
         out["output"] = text_of(_as_text(p) for p in content)
     else:
         out["output"] = [_render_part(p, "user") for p in content]
@@ -504,19 +499,11 @@ def _render_part(part: Part, role: Role) -> Any:
             # An output_text part must say its annotations, even when there are none.
             return with_extra({"type": "output_text", "text": part.text, "annotations": []}, part.extra)
         return with_extra({"type": "input_text", "text": part.text}, part.extra)
-    if isinstance(part, Media):
-        return _render_media(part)
-    if isinstance(part, Data):
-        return {"type": "input_text", "text": dumps_text(part.value)}
-    if isinstance(part, Opaque):
-        return part.value
-    if isinstance(part, ToolResult):
-        return {"type": "input_text", "text": text_of(part.content)}
-    if isinstance(part, Thinking):
-        return {"type": "input_text", "text": part.text or ""}
-    if isinstance(part, ToolCall):
-        return {"type": "input_text", "text": arguments_text(part)}
-    raise AssertionError(part)
+    return render_leftover(part, _render_media, _input_text)
+
+
+def _input_text(text: str) -> Any:
+    return {"type": "input_text", "text": text}
 
 
 def _render_media(part: Media) -> Any:
