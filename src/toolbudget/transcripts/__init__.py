@@ -17,9 +17,10 @@ it, so a request built from it would start mid-way).
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ..errors import TranscriptError
 from ..model import Conversation
@@ -32,6 +33,7 @@ __all__ = [
     "TranscriptWarning",
     "detect_format",
     "discover_sessions",
+    "format_of",
     "load_transcript",
 ]
 
@@ -77,6 +79,19 @@ FORMATS: tuple[str, ...] = tuple(reader.format for reader in _READERS)
 def detect_format(path: str | os.PathLike[str]) -> str:
     """The format id of the session file at ``path``, told from its content."""
     return _reader_for(read_source(Path(path))).format
+
+
+def format_of(doc: Any, records: Sequence[Any] = ()) -> str | None:
+    """The transcript format of JSON already read, or ``None`` when it is in none.
+
+    ``doc`` is the whole input as one value (``None`` for JSON Lines), and
+    ``records`` its JSONL values in order (for one value, that value if it is
+    an object). It lets a reader of request bodies tell, for the cost of the
+    sniffers (they look at a few records), that it was given a session file.
+    """
+    records = tuple(records) if records else ((doc,) if isinstance(doc, dict) else ())
+    source = Source("<input>", doc, records, tuple(range(1, len(records) + 1)))
+    return next((reader.format for reader in _READERS if reader.sniff(source)), None)
 
 
 def load_transcript(path: str | os.PathLike[str]) -> Transcript:
