@@ -19,7 +19,8 @@ from __future__ import annotations
 import os
 import sys
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from functools import wraps
 from pathlib import Path
@@ -34,7 +35,7 @@ from .errors import InputError, NotFoundError, ToolbudgetError
 from .jsonio import dumps
 from .pairing import check_request, repair_request
 from .policy import Policy
-from .recall import parse_query
+from .recall import key_of, parse_query
 from .session import Session
 from .store import DirStore, open_store
 from .transcripts import Transcript, TranscriptWarning, load_transcript
@@ -181,7 +182,8 @@ def validate(source: str, api: str | None) -> None:
     invalid = 0
     apis: list[str] = []
     for item in inputs:
-        request = wire.parse(item.body, api)
+        with _about(item, source):
+            request = wire.parse(item.body, api)
         apis.append(request.api or "")
         violations = check_request(request)
         prefix = f"line {item.line}: " if item.line is not None else ""
@@ -217,7 +219,8 @@ def repair(source: str, api: str | None, out: str | None, report: str | None, cl
     count = 0
     apis: list[str] = []
     for item in inputs:
-        request = wire.parse(item.body, api)
+        with _about(item, source):
+            request = wire.parse(item.body, api)
         apis.append(request.api or "")
         before = check_request(request)
         fixed, repairs = repair_request(request, close_pending=close_pending)
@@ -248,7 +251,7 @@ def repair(source: str, api: str | None, out: str | None, report: str | None, cl
 
 
 @main.command()
-@click.argument("transcript", type=click.Path(dir_okay=False))
+@click.argument("transcript")
 @click.option("--to", "api", type=API_CHOICE, required=True, help="The wire API to write.")
 @click.option("-o", "--output", "out", help="Where to write the body (stdout by default).")
 @click.option("--conversation", "which", help="Which conversation of the file (its id or index).")
@@ -326,7 +329,7 @@ def compact(
     reports: list[dict[str, Any]] = []
     for item in inputs:
         # One session per body: each conversation has its own archive (the same one with --session).
-        with Session(session, store=store_url, policy=policy) as live:
+        with Session(session, store=store_url, policy=policy) as live, _about(item, source):
             managed = live.manage(item.body if item.exact else item.raw, api)
         body = managed.body
         written.append(body if isinstance(body, bytes) else dump(body))
@@ -399,7 +402,7 @@ def recall(
     with Session(session, store=store_url, policy=policy) as live:
         try:
             if lines is None and pattern is None:
-                emit(live.original(key).encode("utf-8", "surrogatepass"))
+                emit(live.original(key_of(key)).encode("utf-8", "surrogatepass"))
                 return
             query = parse_query({"key": key, "lines": lines, "grep": pattern})
             click.echo(live.recall(query.key, lines=query.lines, grep=query.grep, max_chars=max_chars))
@@ -434,7 +437,7 @@ def clean(session: str | None, store_url: str | None) -> None:
 
 
 @main.command()
-@click.argument("transcript", type=click.Path(dir_okay=False))
+@click.argument("transcript")
 @click.option(
     "--api", type=API_CHOICE, default="anthropic", show_default=True, help="The wire API to replay as."
 )
@@ -524,7 +527,7 @@ def demo(directory: str, own: bool) -> None:
 
 
 @main.command("inspect")
-@click.argument("source", metavar="TRANSCRIPT|BODY", type=click.Path(dir_okay=False))
+@click.argument("source", metavar="TRANSCRIPT|BODY")
 @click.option(
     "--api",
     type=API_CHOICE,
@@ -589,6 +592,22 @@ def _violation(v: Any) -> dict[str, Any]:
         "index": v.index,
         "call_id": v.call_id,
     }
+
+
+@contextmanager
+def _about(item: Input, source: str) -> Iterator[None]:
+    """An input error raised for ``item`` names the file (and line) it came from.
+
+    The library names a body only as "body": on the command line the reader
+    needs the file the body is in, for each command alike.
+    """
+    try:
+        yield
+    except InputError as exc:
+        where = item.where(_name(source))
+        if str(exc).startswith(where):
+            raise
+        raise type(exc)(str(exc), location=where) from None
 
 
 def _name(source: str) -> str:
