@@ -38,7 +38,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, repr=False)
 class Transcript:
     """The conversations read from one file, and the format they were read as.
 
@@ -50,6 +50,16 @@ class Transcript:
     format: str
     conversations: tuple[Conversation, ...]
     warnings: tuple[str, ...] = ()
+
+    def __repr__(self) -> str:
+        # The conversations hold the whole file: say what it holds, not every message of it.
+        messages = sum(len(c.messages) for c in self.conversations)
+        results = sum(1 for c in self.conversations for m in c.messages for _ in m.tool_results())
+        return (
+            f"Transcript(path={self.path!r}, format={self.format!r}, "
+            f"{len(self.conversations)} conversations, {messages} messages, {results} results, "
+            f"{len(self.warnings)} warnings)"
+        )
 
 
 @dataclass(frozen=True, slots=True)
