@@ -196,9 +196,13 @@ def test_a_blank_session_id_is_refused(blank: str) -> None:
 def test_a_blank_session_id_is_refused_on_the_command_line(tmp_path: Path) -> None:
     body = tmp_path / "b.json"
     body.write_bytes(b'{"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]}')
-    line = one_line_error(cli("compact", "--api", "anthropic", "--session", "", str(body), cwd=tmp_path))
-    assert "session id" in line
-    assert "session id" in one_line_error(cli("recall", "--session", " ", "0" * 16, cwd=tmp_path))
+    for args in (
+        ("compact", "--api", "anthropic", "--session", "", str(body)),
+        ("recall", "--session", " ", "0" * 16),
+        ("clean", "--session", ""),
+    ):
+        line = one_line_error(cli(*args, cwd=tmp_path))
+        assert line.startswith("toolbudget: error: --session must name a session, not "), (args, line)
 
 
 def test_recall_takes_any_spelling_of_a_key() -> None:

@@ -134,6 +134,13 @@ def write_output(data: bytes, out: str | None) -> None:
         Path(out).write_bytes(data)
 
 
+def _session_id(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """A blank ``--session`` would name one shared archive (or none, for clean): refuse it in one line."""
+    if value is not None and not value.strip():
+        fail(f"--session must name a session, not {value!r}")
+    return value
+
+
 class OneLineGroup(click.Group):
     """Click's own usage errors (an unknown option, a missing argument) as one line, status 2.
 
@@ -300,7 +307,9 @@ def convert(
 @main.command()
 @click.argument("source", default="-", metavar="[FILE|-]")
 @click.option("--api", type=API_CHOICE, help="The body's wire API (told from its shape when left out).")
-@click.option("--session", help="The session id (derived from the conversation when left out).")
+@click.option(
+    "--session", help="The session id (derived from the conversation when left out).", callback=_session_id
+)
 @click.option("--store", "store_url", help="Archive store URL: dir:PATH, sqlite:PATH, redis://..., memory:.")
 @click.option("-o", "--output", "out", help="Where to write the managed body (stdout by default).")
 @click.option("--report", type=click.Path(dir_okay=False), help="Write what was done as JSON here.")
@@ -383,7 +392,7 @@ def _write_bodies(written: list[bytes], inputs: list[Input], out: str | None) ->
 
 @main.command()
 @click.argument("key")
-@click.option("--session", required=True, help="The session the key belongs to.")
+@click.option("--session", required=True, help="The session the key belongs to.", callback=_session_id)
 @click.option("--store", "store_url", help="Archive store URL (the session workspace by default).")
 @click.option("--lines", help='A line range "A:B" (1-based, inclusive).')
 @click.option("--grep", "pattern", help="Only the lines matching this regular expression.")
@@ -412,7 +421,11 @@ def recall(
 
 
 @main.command()
-@click.option("--session", help="The session whose archive to remove (without it: every expired archive).")
+@click.option(
+    "--session",
+    help="The session whose archive to remove (without it: every expired archive).",
+    callback=_session_id,
+)
 @click.option("--store", "store_url", help="Archive store URL (the session workspace by default).")
 @friendly
 def clean(session: str | None, store_url: str | None) -> None:
@@ -441,7 +454,9 @@ def clean(session: str | None, store_url: str | None) -> None:
 @click.option(
     "--api", type=API_CHOICE, default="anthropic", show_default=True, help="The wire API to replay as."
 )
-@click.option("--session", help="The session id (derived from the conversation when left out).")
+@click.option(
+    "--session", help="The session id (derived from the conversation when left out).", callback=_session_id
+)
 @click.option("--store", "store_url", help="Archive store URL (memory: by default for a replay).")
 @click.option(
     "--emit", "emit_dir", type=click.Path(file_okay=False), help="Write each managed body to DIR/NNNN.json."
