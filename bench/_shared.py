@@ -1,13 +1,19 @@
-"""What the benchmarks share: where the real sessions are, and how to time a call fairly."""
+"""What the benchmarks share: where the real sessions are, and how to time a call fairly.
+
+Each benchmark that reads sessions measures the shared ones by default, or the
+transcript files named on its command line (your own, in any format
+toolbudget reads): ``python bench/pairing.py ~/.claude/projects/x/y.jsonl``.
+"""
 
 from __future__ import annotations
 
+import argparse
 import gc
 import os
 import statistics
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,18 +32,41 @@ def trajectories() -> Path:
     return (Path(env) if env else REPO.parent / "shared") / "data" / "trajectories"
 
 
-def require_trajectories() -> None:
-    if not (trajectories() / "manifest.json").is_file():
-        sys.exit(f"the shared trajectories are not at {trajectories()} (set TOOLBUDGET_SHARED)")
+def add_paths(parser: argparse.ArgumentParser) -> None:
+    """The transcripts to measure, as positional arguments: a user's own sessions, any format."""
+    parser.add_argument(
+        "paths",
+        nargs="*",
+        metavar="TRANSCRIPT",
+        help="transcript files to measure (any format toolbudget reads); the shared manifest by default",
+    )
 
 
-def conversations() -> list[tuple[str, Conversation]]:
-    """Every conversation of every shared transcript, named ``file#id``."""
+def require_trajectories(paths: Sequence[str] = ()) -> None:
+    """Stop with one line when neither transcripts were given nor the shared ones are there."""
+    if not paths and not (trajectories() / "manifest.json").is_file():
+        sys.exit(
+            f"the shared trajectories are not at {trajectories()} "
+            "(set TOOLBUDGET_SHARED, or name your own transcript files)"
+        )
+
+
+def transcript_files(paths: Sequence[str] = ()) -> list[tuple[str, Path]]:
+    """``(name, path)`` of each transcript to measure: the ones given, or every one of the manifest."""
+    if paths:
+        return [(path, Path(path)) for path in paths]
     root = trajectories()
+    return [
+        (entry["file"], root / entry["file"]) for entry in orjson.loads((root / "manifest.json").read_bytes())
+    ]
+
+
+def conversations(paths: Sequence[str] = ()) -> list[tuple[str, Conversation]]:
+    """Every conversation of the transcripts given (or of every shared one), named ``file#id``."""
     out = []
-    for entry in orjson.loads((root / "manifest.json").read_bytes()):
-        for conversation in load_transcript(root / entry["file"]).conversations:
-            out.append((f"{entry['file']}#{conversation.id}", conversation))
+    for name, path in transcript_files(paths):
+        for conversation in load_transcript(path).conversations:
+            out.append((f"{name}#{conversation.id}", conversation))
     return out
 
 

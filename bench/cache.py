@@ -29,14 +29,14 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from _shared import REPO, conversations, trajectories
+from _shared import REPO, add_paths, conversations, require_trajectories
 
 sys.path.insert(0, str(REPO / "tests"))
 
@@ -104,11 +104,11 @@ def headroom_manager() -> Manager | None:
     return manage
 
 
-def run_all(use_headroom: bool) -> list[dict[str, Any]]:
+def run_all(use_headroom: bool, paths: Sequence[str] = ()) -> list[dict[str, Any]]:
     headroom = headroom_manager() if use_headroom else None
     rows = []
     base = Policy()
-    for n, (name, conversation) in enumerate(conversations()):
+    for n, (name, conversation) in enumerate(conversations(paths)):
         row: dict[str, Any] = {"session": name}
         totals: dict[str, ReplayTotals] = {"unmanaged": replay_requests(conversation, "anthropic", None)}
         for mode in ("eager", "cache-aware"):
@@ -146,13 +146,17 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "sessions_over_2_percent": sum(1 for ratio, _ in over if ratio > 1.02),
         "sessions_over_5_percent": sum(1 for ratio, _ in over if ratio > 1.05),
         "prefix_stability": {
-            mode: sum(r[mode]["prefix_stable_requests"] for r in rows) / requests for mode in modes
+            mode: sum(r[mode]["prefix_stable_requests"] for r in rows) / requests if requests else None
+            for mode in modes
         },
+        # A user's own few sessions may have no request after the first, or none over 50k tokens.
         "min_session_stability_cache_aware": min(
-            r["cache-aware"]["prefix_stability"] for r in rows if r["cache-aware"]["requests"] > 1
+            (r["cache-aware"]["prefix_stability"] for r in rows if r["cache-aware"]["requests"] > 1),
+            default=None,
         ),
         "big_average_billed_vs_unmanaged": {
-            mode: statistics.mean(billed(r, mode) / billed(r, "unmanaged") for r in big) for mode in modes
+            mode: statistics.mean(billed(r, mode) / billed(r, "unmanaged") for r in big) if big else None
+            for mode in modes
         },
         "all_total_billed_vs_unmanaged": {
             mode: sum(billed(r, mode) for r in rows) / sum(billed(r, "unmanaged") for r in rows)
@@ -242,14 +246,15 @@ def main() -> None:
     parser.add_argument("--llama", action="store_true", help="also replay two sessions through llama.cpp")
     parser.add_argument("--only-llama", action="store_true", help="only the llama.cpp part (keeps the rest)")
     parser.add_argument("--out", default=str(REPO / "bench" / "results" / "cache.json"))
+    add_paths(parser)
     args = parser.parse_args()
-    if not (trajectories() / "manifest.json").is_file():
-        sys.exit(f"the shared trajectories are not at {trajectories()} (set TOOLBUDGET_SHARED)")
+    # The llama.cpp part replays two named shared sessions, so it needs them whatever was given.
+    require_trajectories(() if args.llama or args.only_llama else args.paths)
     out = Path(args.out)
     if args.only_llama:
         result: dict[str, Any] = orjson.loads(out.read_bytes()) if out.is_file() else {}
     else:
-        rows = run_all(not args.no_headroom)
+        rows = run_all(not args.no_headroom, args.paths)
         summary = summarise(rows)
         print_table(rows, summary)
         result = {"summary": summary, "sessions": rows}

@@ -42,7 +42,7 @@ from typing import Any
 
 import orjson
 
-from _shared import REPO, conversations, json_round_trip, require_trajectories
+from _shared import REPO, add_paths, conversations, json_round_trip, require_trajectories
 from toolbudget import to_request
 from toolbudget.model import Conversation, Message, ToolCall, ToolResult
 from toolbudget.policy import Policy
@@ -289,13 +289,14 @@ def main() -> None:
     parser.add_argument("--per-request", action="store_true", help="print every request's ratio")
     parser.add_argument("--breakdown", action="store_true", help="also time the pipeline's parts")
     parser.add_argument("--out", default=str(REPO / "bench" / "results" / "loop.json"))
+    add_paths(parser)
     args = parser.parse_args()
-    require_trajectories()
+    require_trajectories(args.paths)
     compress = None if args.no_headroom else headroom_compress()
     if compress is not None:
         compress([{"role": "user", "content": "warm up"}])  # loads its models, not timed
     policy = Policy()
-    convs = conversations()
+    convs = conversations(args.paths)
     warm_up(policy)
 
     def size(item: tuple[str, Conversation]) -> tuple[int, int]:

@@ -15,27 +15,23 @@ as well, since that is the path that rebuilds and renders.
 from __future__ import annotations
 
 import argparse
-import sys
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from _shared import REPO, timed, trajectories
-from toolbudget import load_transcript, repair, to_request, validate, wire
+from _shared import REPO, add_paths, conversations, require_trajectories, timed
+from toolbudget import repair, to_request, validate, wire
 from toolbudget.model import ToolResult
 
 
-def bodies(api: str) -> list[tuple[str, bytes]]:
-    root = trajectories()
-    manifest = orjson.loads((root / "manifest.json").read_bytes())
-    out = []
-    for entry in manifest:
-        for conversation in load_transcript(root / entry["file"]).conversations:
-            raw = orjson.dumps(to_request(conversation, api, model="bench"))
-            out.append((f"{entry['file']}#{conversation.id}", raw))
-    return out
+def bodies(api: str, paths: Sequence[str] = ()) -> list[tuple[str, bytes]]:
+    return [
+        (name, orjson.dumps(to_request(conversation, api, model="bench")))
+        for name, conversation in conversations(paths)
+    ]
 
 
 def history_length(body: dict[str, Any]) -> int:
@@ -78,16 +74,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=30)
     parser.add_argument("--out", default=str(REPO / "bench" / "results" / "pairing.json"))
+    add_paths(parser)
     args = parser.parse_args()
-    if not (trajectories() / "manifest.json").is_file():
-        sys.exit(f"the shared trajectories are not at {trajectories()} (set TOOLBUDGET_SHARED)")
+    require_trajectories(args.paths)
     results: dict[str, Any] = {}
     print(
         f"{'api':<18} {'body':<10} {'KB':>7} {'msgs':>5} "
         f"{'json ms':>8} {'ours ms':>8} {'ratio':>6} {'damaged':>8}"
     )
     for api in wire.APIS:
-        all_bodies = bodies(api)
+        all_bodies = bodies(api, args.paths)
         largest = max(all_bodies, key=lambda b: len(b[1]))
         longest = max(all_bodies, key=lambda b: history_length(orjson.loads(b[1])))
         for label, (name, raw) in (("largest", largest), ("most-msgs", longest)):

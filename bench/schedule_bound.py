@@ -33,7 +33,7 @@ from typing import Any
 
 import orjson
 
-from _shared import REPO, conversations, require_trajectories
+from _shared import REPO, add_paths, conversations, require_trajectories
 from cache import toolbudget_manager
 from toolbudget import to_request, wire
 from toolbudget.compaction import LEVEL_NONE, Schedule, SlotInfo, eager_levels, turn_starts
@@ -150,11 +150,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--max-slots", type=int, default=5, help="sessions with at most this many results")
     parser.add_argument("--out", default=str(REPO / "bench" / "results" / "schedule_bound.json"))
+    add_paths(parser)
     args = parser.parse_args()
-    require_trajectories()
+    require_trajectories(args.paths)
     base = Policy()
     rows = []
-    for name, conversation in conversations():
+    for name, conversation in conversations(args.paths):
         found = rendered_states(name, conversation, base, args.max_slots)
         if found is None or not found[0]:
             continue

@@ -128,10 +128,12 @@ def test_the_console_script_runs_the_command_when_the_extra_is_there() -> None:
 
 
 @pytest.mark.slow
-def test_the_built_wheel_requires_click_and_rich_only_for_the_cli_extra(tmp_path: Path) -> None:
+def test_the_built_wheel_requires_click_and_rich_only_for_the_cli_extra_and_holds_the_license(
+    tmp_path: Path,
+) -> None:
     tree = tmp_path / "tree"
     tree.mkdir()
-    for name in ("pyproject.toml", "README.md"):
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
         shutil.copy(REPO / name, tree / name)
     shutil.copytree(REPO / "src", tree / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
     built = subprocess.run(
@@ -163,6 +165,11 @@ def test_the_built_wheel_requires_click_and_rich_only_for_the_cli_extra(tmp_path
             if line.startswith("Requires-Dist:")
         ]
         entry_points = archive.read(metadata.replace("METADATA", "entry_points.txt")).decode()
+        fields = archive.read(metadata).decode().split("\n\n", 1)[0].splitlines()
+        licensed = archive.read(metadata.replace("METADATA", "licenses/LICENSE")).decode()
+    assert "License-Expression: MIT" in fields and "License-File: LICENSE" in fields
+    assert licensed == (REPO / "LICENSE").read_text(encoding="utf-8")
+    assert licensed.startswith("MIT License") and "Copyright (c) 2026 the toolbudget authors" in licensed
     core = [req for req in requires if ";" not in req]
     assert sorted(core) == ["google-re2>=1.1", "orjson>=3.10"]
     for package in ("click", "rich"):

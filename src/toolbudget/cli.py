@@ -19,7 +19,8 @@ from __future__ import annotations
 import os
 import sys
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from functools import wraps
 from pathlib import Path
@@ -34,7 +35,7 @@ from .errors import InputError, NotFoundError, ToolbudgetError
 from .jsonio import dumps
 from .pairing import check_request, repair_request
 from .policy import Policy
-from .recall import parse_query
+from .recall import key_of, parse_query
 from .session import Session
 from .store import DirStore, open_store
 from .transcripts import Transcript, TranscriptWarning, load_transcript
@@ -133,6 +134,13 @@ def write_output(data: bytes, out: str | None) -> None:
         Path(out).write_bytes(data)
 
 
+def _session_id(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """A blank ``--session`` would name one shared archive (or none, for clean): refuse it in one line."""
+    if value is not None and not value.strip():
+        fail(f"--session must name a session, not {value!r}")
+    return value
+
+
 class OneLineGroup(click.Group):
     """Click's own usage errors (an unknown option, a missing argument) as one line, status 2.
 
@@ -181,7 +189,8 @@ def validate(source: str, api: str | None) -> None:
     invalid = 0
     apis: list[str] = []
     for item in inputs:
-        request = wire.parse(item.body, api)
+        with _about(item, source):
+            request = wire.parse(item.body, api)
         apis.append(request.api or "")
         violations = check_request(request)
         prefix = f"line {item.line}: " if item.line is not None else ""
@@ -217,7 +226,8 @@ def repair(source: str, api: str | None, out: str | None, report: str | None, cl
     count = 0
     apis: list[str] = []
     for item in inputs:
-        request = wire.parse(item.body, api)
+        with _about(item, source):
+            request = wire.parse(item.body, api)
         apis.append(request.api or "")
         before = check_request(request)
         fixed, repairs = repair_request(request, close_pending=close_pending)
@@ -248,7 +258,7 @@ def repair(source: str, api: str | None, out: str | None, report: str | None, cl
 
 
 @main.command()
-@click.argument("transcript", type=click.Path(dir_okay=False))
+@click.argument("transcript")
 @click.option("--to", "api", type=API_CHOICE, required=True, help="The wire API to write.")
 @click.option("-o", "--output", "out", help="Where to write the body (stdout by default).")
 @click.option("--conversation", "which", help="Which conversation of the file (its id or index).")
@@ -297,7 +307,9 @@ def convert(
 @main.command()
 @click.argument("source", default="-", metavar="[FILE|-]")
 @click.option("--api", type=API_CHOICE, help="The body's wire API (told from its shape when left out).")
-@click.option("--session", help="The session id (derived from the conversation when left out).")
+@click.option(
+    "--session", help="The session id (derived from the conversation when left out).", callback=_session_id
+)
 @click.option("--store", "store_url", help="Archive store URL: dir:PATH, sqlite:PATH, redis://..., memory:.")
 @click.option("-o", "--output", "out", help="Where to write the managed body (stdout by default).")
 @click.option("--report", type=click.Path(dir_okay=False), help="Write what was done as JSON here.")
@@ -326,7 +338,7 @@ def compact(
     reports: list[dict[str, Any]] = []
     for item in inputs:
         # One session per body: each conversation has its own archive (the same one with --session).
-        with Session(session, store=store_url, policy=policy) as live:
+        with Session(session, store=store_url, policy=policy) as live, _about(item, source):
             managed = live.manage(item.body if item.exact else item.raw, api)
         body = managed.body
         written.append(body if isinstance(body, bytes) else dump(body))
@@ -380,7 +392,7 @@ def _write_bodies(written: list[bytes], inputs: list[Input], out: str | None) ->
 
 @main.command()
 @click.argument("key")
-@click.option("--session", required=True, help="The session the key belongs to.")
+@click.option("--session", required=True, help="The session the key belongs to.", callback=_session_id)
 @click.option("--store", "store_url", help="Archive store URL (the session workspace by default).")
 @click.option("--lines", help='A line range "A:B" (1-based, inclusive).')
 @click.option("--grep", "pattern", help="Only the lines matching this regular expression.")
@@ -399,7 +411,7 @@ def recall(
     with Session(session, store=store_url, policy=policy) as live:
         try:
             if lines is None and pattern is None:
-                emit(live.original(key).encode("utf-8", "surrogatepass"))
+                emit(live.original(key_of(key)).encode("utf-8", "surrogatepass"))
                 return
             query = parse_query({"key": key, "lines": lines, "grep": pattern})
             click.echo(live.recall(query.key, lines=query.lines, grep=query.grep, max_chars=max_chars))
@@ -409,7 +421,11 @@ def recall(
 
 
 @main.command()
-@click.option("--session", help="The session whose archive to remove (without it: every expired archive).")
+@click.option(
+    "--session",
+    help="The session whose archive to remove (without it: every expired archive).",
+    callback=_session_id,
+)
 @click.option("--store", "store_url", help="Archive store URL (the session workspace by default).")
 @friendly
 def clean(session: str | None, store_url: str | None) -> None:
@@ -434,11 +450,13 @@ def clean(session: str | None, store_url: str | None) -> None:
 
 
 @main.command()
-@click.argument("transcript", type=click.Path(dir_okay=False))
+@click.argument("transcript")
 @click.option(
     "--api", type=API_CHOICE, default="anthropic", show_default=True, help="The wire API to replay as."
 )
-@click.option("--session", help="The session id (derived from the conversation when left out).")
+@click.option(
+    "--session", help="The session id (derived from the conversation when left out).", callback=_session_id
+)
 @click.option("--store", "store_url", help="Archive store URL (memory: by default for a replay).")
 @click.option(
     "--emit", "emit_dir", type=click.Path(file_okay=False), help="Write each managed body to DIR/NNNN.json."
@@ -524,7 +542,7 @@ def demo(directory: str, own: bool) -> None:
 
 
 @main.command("inspect")
-@click.argument("source", metavar="TRANSCRIPT|BODY", type=click.Path(dir_okay=False))
+@click.argument("source", metavar="TRANSCRIPT|BODY")
 @click.option(
     "--api",
     type=API_CHOICE,
@@ -589,6 +607,22 @@ def _violation(v: Any) -> dict[str, Any]:
         "index": v.index,
         "call_id": v.call_id,
     }
+
+
+@contextmanager
+def _about(item: Input, source: str) -> Iterator[None]:
+    """An input error raised for ``item`` names the file (and line) it came from.
+
+    The library names a body only as "body": on the command line the reader
+    needs the file the body is in, for each command alike.
+    """
+    try:
+        yield
+    except InputError as exc:
+        where = item.where(_name(source))
+        if str(exc).startswith(where):
+            raise
+        raise type(exc)(str(exc), location=where) from None
 
 
 def _name(source: str) -> str:

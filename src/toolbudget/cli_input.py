@@ -13,7 +13,9 @@ what is valid JSON but outside orjson's reach, and says precisely what is not:
   not allowed";
 - ``convert --all`` writes one body per line, and ``validate``, ``repair`` and
   ``compact`` read that back: input that is not one JSON value but whose lines
-  each are is JSON Lines, each line a body.
+  each are is JSON Lines, each line a body;
+- an agent's session file (what ``convert`` reads) is refused as such, with
+  the command that makes a body of it, rather than read as a body.
 """
 
 from __future__ import annotations
@@ -26,9 +28,10 @@ from typing import Any
 
 import orjson
 
-from .errors import EncodingError, InputError, InvalidJSON
-from .jsonio import ExactFloat, ExactInt, in_order_of, loads, loads_exact, to_body, with_literals
+from .errors import EncodingError, InputError, InvalidJSON, ShapeError
+from .jsonio import ExactFloat, ExactInt, in_order_of, loads, loads_exact, to_body, utf8_error, with_literals
 from .jsonio import dumps as strict_dumps
+from .transcripts import format_of
 
 __all__ = ["Input", "dump", "read_bodies", "rewritten"]
 
@@ -97,26 +100,12 @@ def _constant(text: str) -> Any:
     raise InvalidJSON(f"{text} is not a JSON number")
 
 
-def _not_utf8(data: bytes, what: str) -> EncodingError | None:
-    """Which byte is not UTF-8, and where; ``None`` when the bytes are UTF-8 (a lone surrogate escape)."""
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
-        column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
-        return EncodingError(
-            f"{what} is not valid UTF-8: byte 0x{data[exc.start]:02x} at offset {exc.start} "
-            f"(line {line}, column {column}) is not part of a UTF-8 character"
-        )
-    return None
-
-
 def _one(data: bytes, what: str) -> tuple[Any, bool]:
     """One JSON value, and whether the standard library had to read it."""
     try:
         return loads(data, what=what), False
     except EncodingError:
-        precise = _not_utf8(data, what)
+        precise = utf8_error(data, what)
         if precise is not None:
             raise precise from None
         raise
@@ -141,13 +130,37 @@ def _lines(data: bytes, what: str) -> list[Input] | None:
         return None
     if not isinstance(first, dict):
         return None
-    out: list[Input] = []
+    read: list[tuple[int, bytes, Any, bool]] = []
     for n, line in numbered:
         line = line.rstrip(b"\r")
-        where = f"{what} line {n}"
-        value, exact = _one(line, where)
-        out.append(Input(to_body(value, what=where), line, n, exact))
-    return out
+        try:
+            value, exact = _one(line, f"{what} line {n}")
+        except InputError:
+            # A session file cut off mid-line is still a session file: say that first.
+            _refuse_transcript(None, [r[2] for r in read[:_SNIFFED]], what)
+            raise
+        read.append((n, line, value, exact))
+    _refuse_transcript(None, [r[2] for r in read[:_SNIFFED]], what)
+    return [Input(to_body(value, what=f"{what} line {n}"), line, n, exact) for n, line, value, exact in read]
+
+
+_SNIFFED = 20
+"""How many JSON Lines records the transcript check looks at (the sniffers look at no more)."""
+
+
+def _refuse_transcript(doc: Any, records: list[Any], what: str) -> None:
+    """Raise :class:`ShapeError` when the input is an agent's session file, not request bodies.
+
+    A session file is JSON too, and some look enough like a body (a list of
+    ``messages``) to be read as one and called valid; what the user needs is
+    the command that makes a body of it.
+    """
+    found = format_of(doc, records)
+    if found is not None:
+        raise ShapeError(
+            f"{what} is an agent transcript ({found}), not a request body; "
+            "make a body of it with `toolbudget convert FILE --to API`"
+        )
 
 
 def read_bodies(data: bytes, what: str) -> list[Input]:
@@ -161,6 +174,7 @@ def read_bodies(data: bytes, what: str) -> list[Input]:
         if many is None:
             raise
         return many
+    _refuse_transcript(value, [], what)
     return [Input(to_body(value, what=what), data, None, exact)]
 
 

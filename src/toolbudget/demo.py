@@ -331,10 +331,24 @@ def _original_results(body: dict[str, Any]) -> set[str]:
 
 
 def _excerpt(text: str, room: int = 2400) -> str:
-    """Enough of a preview to see its shape on a terminal: its start, its marker, its end."""
+    """Enough of a preview to see its shape on a terminal: its start, its marker, its end.
+
+    Each piece is shown where it is in the text, and a piece that overlaps
+    another is merged with it, so the marker appears once, in its place (at
+    the top of a JSON preview, for one), as the model reads it; ``⋮`` stands
+    for what the terminal leaves out, never for a cut.
+    """
     if len(text) <= room:
         return text
-    found = find_markers(text)
-    marker = text[found[0].start : found[0].end] if found else ""
     third = room // 3
-    return f"{text[:third]}\n   ⋮\n{marker}\n   ⋮\n{text[-third:]}"
+    spans = [(0, third), (len(text) - third, len(text))]
+    found = find_markers(text)
+    if found:
+        spans.append((max(0, found[0].start - third // 4), min(len(text), found[0].end + third // 4)))
+    merged: list[list[int]] = []
+    for start, end in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    return "\n   ⋮\n".join(text[start:end] for start, end in merged)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from typing import Any
 
 import orjson
@@ -40,6 +41,7 @@ __all__ = [
     "parse_exact",
     "to_body",
     "type_name",
+    "utf8_error",
     "with_literals",
 ]
 
@@ -72,9 +74,31 @@ def loads(data: bytes | bytearray | memoryview | str, *, what: str = "input") ->
     except orjson.JSONDecodeError as exc:
         text = str(exc)
         if "UTF-8" in text or "surrogate" in text:
-            raise EncodingError(f"{what} is not valid UTF-8 text: {text}") from None
+            raise (
+                utf8_error(bytes(data), what) or EncodingError(f"{what} is not valid UTF-8 text: {text}")
+            ) from None
         raise InvalidJSON(f"{what} is not valid JSON: {text}") from None
     return parse_exact(bytes(data), value)
+
+
+def utf8_error(data: bytes, what: str) -> EncodingError | None:
+    """Which byte of ``data`` is not UTF-8, and where; ``None`` when ``data`` is UTF-8.
+
+    orjson says "surrogates not allowed" of any byte that is not UTF-8, which
+    points nowhere; the offset, line and column point at the byte itself.
+    (UTF-8 bytes may still spell a lone surrogate as an escape: orjson's own
+    message, with its position, says that one well.)
+    """
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        return EncodingError(
+            f"{what} is not valid UTF-8: byte 0x{data[exc.start]:02x} at offset {exc.start} "
+            f"(line {line}, column {column}) is not part of a UTF-8 character"
+        )
+    return None
 
 
 class ExactFloat(float):
@@ -370,12 +394,39 @@ def in_order_of(given: Any, out: Body) -> Body:
 
 
 def to_body(body: Any, *, what: str = "body") -> Body:
-    """Accept a body as a dict, or as JSON bytes or text."""
+    """Accept a body as a dict, or as JSON bytes or text.
+
+    A file's path given instead of its content is said to be one: the JSON
+    error alone would point at the first character of the path.
+    """
+    if isinstance(body, os.PathLike):
+        raise ShapeError(f"{what} must be a JSON object, not a path: {_PATH_HINT.format(os.fspath(body))}")
     if isinstance(body, (bytes, bytearray, memoryview, str)):
-        body = loads(body, what=what)
+        try:
+            body = loads(body, what=what)
+        except InvalidJSON:
+            if isinstance(body, str) and _looks_like_path(body):
+                raise InvalidJSON(f"{what} is not valid JSON: {_PATH_HINT.format(body)}") from None
+            raise
     if not isinstance(body, dict):
         raise ShapeError(f"{what} must be a JSON object, not {type_name(body)}")
     return body
+
+
+_PATH_HINT = "{!r} looks like a file path; read the file first (toolbudget.load_transcript for session files)"
+
+
+def _looks_like_path(text: str) -> bool:
+    """Whether ``text`` reads as a path: it names a file, or a JSON file, and holds no JSON container."""
+    if "{" in text or "[" in text or "\n" in text or len(text) > 4096:
+        return False
+    name = text.strip()
+    if name.lower().endswith((".json", ".jsonl")):
+        return True
+    try:
+        return bool(name) and os.path.exists(name)
+    except (OSError, ValueError):
+        return False
 
 
 def type_name(value: Any) -> str:

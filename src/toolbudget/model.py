@@ -252,7 +252,7 @@ class Request:
         return value if isinstance(value, str) else None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, repr=False)
 class Conversation:
     """A conversation read from a session file on disk.
 
@@ -268,6 +268,15 @@ class Conversation:
     tools: tuple[ToolDef, ...] = ()
     sidechain: bool = False
     meta: Mapping[str, Any] = field(default_factory=_empty)
+
+    def __repr__(self) -> str:
+        # A session's messages run to megabytes: a REPL or a log line needs what it is, not all of it.
+        results = sum(1 for m in self.messages for _ in m.tool_results())
+        side = ", sidechain" if self.sidechain else ""
+        return (
+            f"Conversation(id={self.id!r}, source={self.source!r}, {len(self.messages)} messages, "
+            f"{results} results, {len(self.tools)} tools{side})"
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -55,6 +55,7 @@ __all__ = [
     "RECALL_DESCRIPTION",
     "RECALL_PARAMETERS",
     "RecallQuery",
+    "key_of",
     "parse_query",
     "recall_page",
     "recall_tool",
@@ -166,9 +167,7 @@ def parse_query(arguments: Mapping[str, Any] | str) -> RecallQuery:
         raise InputError('a "key" is needed: the KEY of a <<tb:KEY>> marker')
     if not isinstance(key, str):
         raise InputError(f'"key" must be a string, the KEY of a <<tb:KEY>> marker, not {_kind(key)}')
-    key = key.strip()
-    if key.startswith("<<tb:") and key.endswith(">>"):
-        key = key[5:-2]
+    key = key_of(key)
     grep = arguments.get("grep")
     if grep == "":
         raise InputError('"grep" must be a non-empty regular expression')
@@ -280,6 +279,20 @@ def reason_line(reason: str, max_chars: int) -> str:
     """Why a call got no page, as the model gets it: one line, inside the page cap."""
     line = " ".join(reason.split())
     return line if len(line) <= max_chars else line[: max_chars - 1] + "…"
+
+
+def key_of(text: str) -> str:
+    """The KEY in any spelling of it a model or a person writes: ``<<tb:KEY>>``, ``tb:KEY``, KEY.
+
+    Keys are lowercase hex, so case is dropped, and so is the space around it:
+    a model that upper-cases or trims a key still reaches the original.
+    """
+    key = text.strip().lower()
+    if key.startswith("<<") and key.endswith(">>"):
+        key = key[2:-2].strip()
+    if key.startswith("tb:"):
+        key = key[3:].strip()
+    return key
 
 
 def valid_key(key: str) -> bool:

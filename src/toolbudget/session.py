@@ -389,6 +389,9 @@ class Session:
         on_budget_unreachable: Callable[[Unreachable], None] | None = None,
         token_counter: TokenCounter | None = None,
     ) -> None:
+        if id is not None and (not isinstance(id, str) or not id.strip()):
+            # A blank id would name one archive shared by every caller that forgot to give one.
+            raise InputError(f"a session id must be a non-blank string, not {id!r}")
         self.policy = policy if policy is not None else Policy.load()
         self._id = id
         self._store_arg = store if store is not None else self.policy.store

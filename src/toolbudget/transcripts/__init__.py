@@ -17,9 +17,10 @@ it, so a request built from it would start mid-way).
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ..errors import TranscriptError
 from ..model import Conversation
@@ -32,11 +33,12 @@ __all__ = [
     "TranscriptWarning",
     "detect_format",
     "discover_sessions",
+    "format_of",
     "load_transcript",
 ]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, repr=False)
 class Transcript:
     """The conversations read from one file, and the format they were read as.
 
@@ -48,6 +50,16 @@ class Transcript:
     format: str
     conversations: tuple[Conversation, ...]
     warnings: tuple[str, ...] = ()
+
+    def __repr__(self) -> str:
+        # The conversations hold the whole file: say what it holds, not every message of it.
+        messages = sum(len(c.messages) for c in self.conversations)
+        results = sum(1 for c in self.conversations for m in c.messages for _ in m.tool_results())
+        return (
+            f"Transcript(path={self.path!r}, format={self.format!r}, "
+            f"{len(self.conversations)} conversations, {messages} messages, {results} results, "
+            f"{len(self.warnings)} warnings)"
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +89,19 @@ FORMATS: tuple[str, ...] = tuple(reader.format for reader in _READERS)
 def detect_format(path: str | os.PathLike[str]) -> str:
     """The format id of the session file at ``path``, told from its content."""
     return _reader_for(read_source(Path(path))).format
+
+
+def format_of(doc: Any, records: Sequence[Any] = ()) -> str | None:
+    """The transcript format of JSON already read, or ``None`` when it is in none.
+
+    ``doc`` is the whole input as one value (``None`` for JSON Lines), and
+    ``records`` its JSONL values in order (for one value, that value if it is
+    an object). It lets a reader of request bodies tell, for the cost of the
+    sniffers (they look at a few records), that it was given a session file.
+    """
+    records = tuple(records) if records else ((doc,) if isinstance(doc, dict) else ())
+    source = Source("<input>", doc, records, tuple(range(1, len(records) + 1)))
+    return next((reader.format for reader in _READERS if reader.sniff(source)), None)
 
 
 def load_transcript(path: str | os.PathLike[str]) -> Transcript:

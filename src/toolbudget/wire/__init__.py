@@ -25,7 +25,7 @@ from types import ModuleType
 from typing import Any, Protocol, cast
 
 from ..errors import UnknownAPIError
-from ..jsonio import to_body
+from ..jsonio import to_body, type_name
 from ..model import Request
 from ._common import EntryCache, dumps_text, parse_arguments, tools_for_calls
 from ._reply import Dialect
@@ -150,6 +150,8 @@ def detect_api(body: Any) -> str:
         return "bedrock-converse"
     messages = body.get("messages")
     if not isinstance(messages, list):
+        if "messages" in body:
+            raise UnknownAPIError(f"`messages` must be an array of messages, not {type_name(messages)}")
         raise UnknownAPIError(
             "cannot tell the API of this body: it has no `messages`, `input` or `contents`; "
             "pass the API explicitly"
@@ -170,11 +172,31 @@ def detect_api(body: Any) -> str:
     if len(votes) == 1:
         return votes.pop()
     if not votes:
+        odd = _odd_message(messages)
+        if odd is not None:
+            raise UnknownAPIError(f"cannot tell the API of this body: {odd}")
         raise UnknownAPIError(
             "cannot tell the API of this body: its messages fit both Anthropic and OpenAI Chat; "
             "pass the API explicitly"
         )
     raise UnknownAPIError(f"cannot tell the API of this body: it mixes {' and '.join(sorted(votes))} shapes")
+
+
+_ROLES = ("user", "assistant", "system", "developer", "tool", "function")
+"""Every role a message of ``messages`` has in some API."""
+
+
+def _odd_message(messages: list[Any]) -> str | None:
+    """What makes no API's message, and where: said instead of "fits both" when the shape is wrong."""
+    for index, message in enumerate(messages):
+        if not isinstance(message, dict):
+            return f"messages.{index} must be an object, not {type_name(message)}"
+        role = message.get("role")
+        if not isinstance(role, str):
+            return f"messages.{index}.role must be a string, not {type_name(role)}"
+        if role not in _ROLES:
+            return f"messages.{index}.role {role!r} is not a role of any API ({', '.join(_ROLES)})"
+    return None
 
 
 def _vote_messages(messages: list[Any]) -> set[str]:
