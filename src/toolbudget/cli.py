@@ -183,12 +183,17 @@ def main() -> None:
     """Keep an agent's tool-call history valid and inside its context budget.
 
     \b
-    Settings come from, the later winning:
-      defaults < [tool.toolbudget] in pyproject.toml < toolbudget.toml
-      < TOOLBUDGET_* environment variables < flags (--result-max-chars...)
+    Settings, each source overriding the ones above it:
+      defaults
+      [tool.toolbudget] in pyproject.toml, then toolbudget.toml
+      TOOLBUDGET_* environment variables (TOOLBUDGET_RESULT_MAX_CHARS...)
+      flags (--result-max-chars, --turn-budget-chars, --compaction...)
+
     The files are searched from the working directory up to the top of the
-    git checkout; the nearest directory holding either wins. `toolbudget
-    config` shows every value and where it came from.
+    git checkout; the nearest directory holding either is used.
+
+    \b
+    Run 'toolbudget config' to see every value and where it came from.
     """
 
 
