@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -215,6 +216,8 @@ def test_progress_is_drawn_only_on_a_terminal_and_leaves_stdout_alone(command: s
     drawn = run(*args, "--progress", "always", stdin=stdin)
     assert drawn.exit_code == 0, drawn.stderr
     assert "ETA" in drawn.stderr and "\x1b[" in drawn.stderr and command in drawn.stderr
+    plain = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", drawn.stderr)
+    assert re.search(r"\b([1-9]\d*)/\1\b", plain), "the bar never reached its total"
     assert drawn.stdout_bytes == quiet.stdout_bytes
 
 
@@ -229,6 +232,18 @@ def test_the_bar_waits_a_second_before_it_appears(monkeypatch: pytest.MonkeyPatc
         assert bar._progress is None  # half a second in: nothing drawn yet
         bar.update(2, 3)
         assert bar._progress is not None
+
+
+def test_the_bar_stays_away_from_a_pipe(monkeypatch: pytest.MonkeyPatch) -> None:
+    from toolbudget import cli_progress
+
+    monkeypatch.setattr(cli_progress, "_stderr_is_terminal", lambda: False)
+    clock = iter([0.0, 60.0, 120.0])
+    monkeypatch.setattr(cli_progress.time, "monotonic", lambda: next(clock))
+    with cli_progress.Bar("work") as bar:
+        bar.update(1, 3)
+        bar.update(2, 3)  # long past the delay, and still nothing drawn
+        assert bar._progress is None
 
 
 # --------------------------------------------------------------------------- over the window
