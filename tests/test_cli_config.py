@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from itertools import chain, repeat
 from pathlib import Path
 from typing import Any
 
@@ -225,8 +226,8 @@ def test_the_bar_waits_a_second_before_it_appears(monkeypatch: pytest.MonkeyPatc
     from toolbudget import cli_progress
 
     monkeypatch.setattr(cli_progress, "_stderr_is_terminal", lambda: True)
-    clock = iter([0.0, 0.5, 2.0])
-    monkeypatch.setattr(cli_progress.time, "monotonic", lambda: next(clock))
+    clock = chain([0.0, 0.5], repeat(2.0))
+    monkeypatch.setattr("toolbudget.cli_progress.time.monotonic", lambda: next(clock))
     with cli_progress.Bar("work") as bar:
         bar.update(1, 3)
         assert bar._progress is None  # half a second in: nothing drawn yet
@@ -238,8 +239,8 @@ def test_the_bar_stays_away_from_a_pipe(monkeypatch: pytest.MonkeyPatch) -> None
     from toolbudget import cli_progress
 
     monkeypatch.setattr(cli_progress, "_stderr_is_terminal", lambda: False)
-    clock = iter([0.0, 60.0, 120.0])
-    monkeypatch.setattr(cli_progress.time, "monotonic", lambda: next(clock))
+    clock = chain([0.0], repeat(60.0))
+    monkeypatch.setattr("toolbudget.cli_progress.time.monotonic", lambda: next(clock))
     with cli_progress.Bar("work") as bar:
         bar.update(1, 3)
         bar.update(2, 3)  # long past the delay, and still nothing drawn
