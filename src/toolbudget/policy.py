@@ -2,19 +2,24 @@
 
 A :class:`Policy` is a frozen value. Its defaults come from the seeds; a
 project can change them in ``[tool.toolbudget]`` of its ``pyproject.toml`` or
-in a ``toolbudget.toml``, code can pass its own values to :meth:`Policy.load`,
+in a ``toolbudget.toml`` (found from any subdirectory, see
+:func:`config_files`), code can pass its own values to :meth:`Policy.load`,
 and environment variables override all of these, because whoever runs the
-agent must be able to tighten a budget without touching the code.
+agent must be able to tighten a budget without touching the code. A command
+line's flags come last (:meth:`Policy.load_with_sources`, which also says
+where each value came from, for ``toolbudget config``).
 
 Caps compose instead of defeating each other: a tool's own cap *replaces* the
 per-result cap for that tool (an 80k cap on file reads means a 70k read goes
 through whole), and the per-turn budget is enforced on top of that.
 
 Each setting is declared once, as a field made by :func:`setting`: its kind,
-its bounds, whether it is in the fingerprint and whether recovery scales it.
-The environment variable names, the checks of files and code, the range
-checks, the fingerprint and :meth:`Policy.scaled` are all read from the
-fields, so they cannot drift apart.
+its bounds, whether it is in the fingerprint and whether recovery scales it,
+its meaning and its default in words. The environment variable names, the
+checks of files and code, the range checks, the fingerprint,
+:meth:`Policy.scaled`, the warning for a misspelt variable and the README's
+table (:func:`settings_table`) are all read from the fields, so they cannot
+drift apart.
 """
 
 from __future__ import annotations
