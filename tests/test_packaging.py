@@ -25,6 +25,7 @@ HINT = "pip install 'toolbudget[cli]'"
 CLI_ONLY = {
     "toolbudget.cli",
     "toolbudget.cli_input",
+    "toolbudget.cli_progress",
     "toolbudget.demo",
     "toolbudget.__main__",
     "toolbudget.inspection_view",

@@ -19,10 +19,9 @@ from __future__ import annotations
 import os
 import sys
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import replace
-from functools import wraps
+from functools import partial, wraps
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
@@ -30,11 +29,12 @@ import click
 
 from . import wire
 from .cli_input import Input, dump, read_bodies, rewritten
+from .cli_progress import Bar, progress_option
 from .convert import to_request
 from .errors import InputError, NotFoundError, ToolbudgetError
 from .jsonio import dumps
 from .pairing import check_request, repair_request
-from .policy import Policy
+from .policy import COMPACTION_MODES, ConfigWarning, Policy, Sourced, setting_docs, show_value
 from .recall import key_of, parse_query
 from .session import Session
 from .store import DirStore, open_store
@@ -152,7 +152,11 @@ class OneLineGroup(click.Group):
     def main(self, *args: Any, **kwargs: Any) -> Any:
         kwargs["standalone_mode"] = False
         try:
-            status = super().main(*args, **kwargs)
+            with warnings.catch_warnings():
+                said = warnings.showwarning
+                warnings.showwarning = _one_line(said)
+                warnings.simplefilter("default", ConfigWarning)
+                status = super().main(*args, **kwargs)
         except click.exceptions.NoArgsIsHelpError as exc:  # no command at all: the help it asks for
             exc.show()
             sys.exit(exc.exit_code)
@@ -169,10 +173,69 @@ class OneLineGroup(click.Group):
         sys.exit(status if isinstance(status, int) else 0)
 
 
+def _one_line(said: Any) -> Any:
+    """A ``showwarning`` that says a :class:`ConfigWarning` as one ``toolbudget: warning:`` line."""
+
+    def show(message: Any, category: type[Warning], *args: Any, **kwargs: Any) -> None:
+        if issubclass(category, ConfigWarning):
+            click.echo(f"toolbudget: warning: {message}", err=True)
+        else:
+            said(message, category, *args, **kwargs)
+
+    return show
+
+
 @click.group(cls=OneLineGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="toolbudget")
 def main() -> None:
-    """Keep an agent's tool-call history valid and inside its context budget."""
+    """Keep an agent's tool-call history valid and inside its context budget.
+
+    \b
+    Settings, each source overriding the ones above it:
+      defaults
+      [tool.toolbudget] in pyproject.toml, then toolbudget.toml
+      TOOLBUDGET_* environment variables (TOOLBUDGET_RESULT_MAX_CHARS...)
+      flags (--result-max-chars, --turn-budget-chars, --compaction...)
+
+    The files are searched from the working directory up to the top of the
+    git checkout; the nearest directory holding either is used.
+
+    \b
+    Run 'toolbudget config' to see every value and where it came from.
+    """
+
+
+def policy_flags(func: F) -> F:
+    """The common caps as flags; they win over the files and the environment."""
+    options = [
+        click.option(
+            "--result-max-chars", type=int, help="Cap for one result of a tool with no cap of its own."
+        ),
+        click.option(
+            "--turn-budget-chars", type=int, help="Cap for all results answering one assistant turn."
+        ),
+        click.option(
+            "--compaction",
+            type=click.Choice(COMPACTION_MODES),
+            help="The compaction schedule (the policy's, cache-aware by default).",
+        ),
+        click.option(
+            "--context-window-tokens",
+            type=int,
+            help="The model's context window (known per model name by default).",
+        ),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+FLAGS = ("result_max_chars", "turn_budget_chars", "compaction", "context_window_tokens")
+
+
+def load_policy(given: dict[str, Any]) -> Sourced[Policy]:
+    """The policy with the flags of :func:`policy_flags` taken out of ``given`` (a command's kwargs)."""
+    return Policy.load_with_sources(flags={name: given.pop(name, None) for name in FLAGS})
 
 
 @main.command()
@@ -269,6 +332,7 @@ def repair(source: str, api: str | None, out: str | None, report: str | None, cl
     type=int,
     help="The output limit to set, in each API's own field (Anthropic requires one: 4096 by default).",
 )
+@progress_option
 @friendly
 def convert(
     transcript: str,
@@ -278,6 +342,7 @@ def convert(
     every: bool,
     model: str | None,
     max_tokens: int | None,
+    progress_mode: str,
 ) -> None:
     """Write the request body an agent at the end of TRANSCRIPT would send.
 
@@ -291,7 +356,11 @@ def convert(
     if not conversations:
         fail(f"{transcript}: holds no conversation")
     if every:
-        lines = [dumps(to_request(c, api, model=model, max_tokens=max_tokens)) + b"\n" for c in conversations]
+        lines = []
+        with Bar("convert", progress_mode) as bar:
+            for done, c in enumerate(conversations, 1):
+                lines.append(dumps(to_request(c, api, model=model, max_tokens=max_tokens)) + b"\n")
+                bar.update(done, len(conversations))
         write_output(b"".join(lines), out)
         return
     chosen = _choose(conversations, which, transcript)
@@ -313,6 +382,13 @@ def convert(
 @click.option("--store", "store_url", help="Archive store URL: dir:PATH, sqlite:PATH, redis://..., memory:.")
 @click.option("-o", "--output", "out", help="Where to write the managed body (stdout by default).")
 @click.option("--report", type=click.Path(dir_okay=False), help="Write what was done as JSON here.")
+@click.option(
+    "--strict",
+    is_flag=True,
+    help="Exit 1 when a managed body is still over its context window or a turn over its budget.",
+)
+@policy_flags
+@progress_option
 @friendly
 def compact(
     source: str,
@@ -321,11 +397,16 @@ def compact(
     store_url: str | None,
     out: str | None,
     report: str | None,
+    strict: bool,
+    progress_mode: str,
+    **flags: Any,
 ) -> None:
     """Repair a request body and cut its oversized tool results, keeping every original recallable.
 
     The workspace is kept after the command ends, so the cuts can be recalled;
-    remove it with `toolbudget clean`.
+    remove it with `toolbudget clean`. A body still over its context window
+    after the cuts is written all the same, with a warning and "over_window":
+    true in --report; --strict makes that, or a turn over its budget, exit 1.
     """
     if store_url is not None and store_url.strip().lower().startswith("memory:"):
         fail(
@@ -333,21 +414,27 @@ def compact(
             "be recalled; use dir:PATH (the default workspace) or sqlite:PATH, or redis://HOST:PORT/DB"
         )
     inputs = read_bodies(read_input(source), _name(source))
-    policy = Policy.load()
+    policy = load_policy(flags).policy
     written: list[bytes] = []
     reports: list[dict[str, Any]] = []
-    for item in inputs:
-        # One session per body: each conversation has its own archive (the same one with --session).
-        with Session(session, store=store_url, policy=policy) as live, _about(item, source):
-            managed = live.manage(item.body if item.exact else item.raw, api)
-        body = managed.body
-        written.append(body if isinstance(body, bytes) else dump(body))
-        r = managed.report
-        reports.append({**({"line": item.line} if item.line is not None else {}), **r.as_dict()})
-        _compact_summary(r, f"line {item.line}: " if item.line is not None else "")
+    short = False
+    with Bar("compact", progress_mode) as bar:
+        for done, item in enumerate(inputs, 1):
+            # One session per body: each conversation has its own archive (the same one with --session).
+            with Session(session, store=store_url, policy=policy) as live, _about(item, source):
+                managed = live.manage(item.body if item.exact else item.raw, api)
+            body = managed.body
+            written.append(body if isinstance(body, bytes) else dump(body))
+            r = managed.report
+            reports.append({**({"line": item.line} if item.line is not None else {}), **r.as_dict()})
+            _compact_summary(r, f"line {item.line}: " if item.line is not None else "")
+            short = short or r.over_window or bool(r.budget_unreachable)
+            bar.update(done, len(inputs))
     _write_bodies(written, inputs, out)
     if report:
         Path(report).write_bytes(dumps(reports if _many(inputs) else reports[0], indent=True))
+    if strict and short:
+        sys.exit(1)
 
 
 def _compact_summary(r: Any, prefix: str) -> None:
@@ -372,8 +459,9 @@ def _compact_summary(r: Any, prefix: str) -> None:
         )
     if r.over_window:
         click.echo(
-            f"warning: the request is still ~{r.tokens_after:,} tokens, "
-            f"over the {r.window_tokens:,}-token context window",
+            f"{prefix}warning: the request is still ~{r.tokens_after:,} tokens, "
+            f"{r.tokens_after / max(r.window_tokens, 1):.1f}x the {r.window_tokens:,}-token context window; "
+            "the provider will likely refuse it",
             err=True,
         )
 
@@ -464,15 +552,12 @@ def clean(session: str | None, store_url: str | None) -> None:
 @click.option(
     "--report", type=click.Path(dir_okay=False), help="Write per-turn numbers and totals as JSON here."
 )
-@click.option(
-    "--compaction",
-    type=click.Choice(("cache-aware", "eager", "off")),
-    help="The compaction schedule (the policy's, cache-aware by default).",
-)
 @click.option("--conversation", "which", help="Which conversation of the file (its id or index).")
 @click.option(
     "--all", "every", is_flag=True, help="Replay every conversation of the file, one after another."
 )
+@policy_flags
+@progress_option
 @friendly
 def replay(
     transcript: str,
@@ -481,9 +566,10 @@ def replay(
     store_url: str | None,
     emit_dir: str | None,
     report: str | None,
-    compaction: str | None,
     which: str | None,
     every: bool,
+    progress_mode: str,
+    **flags: Any,
 ) -> None:
     """Walk a real transcript turn by turn, managing each request, and tally prefix caching.
 
@@ -509,17 +595,24 @@ def replay(
                 "(choose with --conversation, or --all)",
                 err=True,
             )
-    policy = Policy.load()
-    if compaction:
-        policy = replace(policy, compaction=compaction)
+    policy = load_policy(flags).policy
     outcomes = []
+    bar = Bar("replay", progress_mode)
     for index, conversation in chosen:
         sink = Path(emit_dir) if emit_dir else None
         if sink is not None and every:
             sink = sink / f"{index:03d}"
-        outcome = replay_session(
-            conversation, api, policy, session=session, store=store_url or "memory:", emit=sink
-        )
+        label = f"replay {index + 1}/{len(conversations)}" if every else "replay"
+        with bar:
+            outcome = replay_session(
+                conversation,
+                api,
+                policy,
+                session=session,
+                store=store_url or "memory:",
+                emit=sink,
+                progress=partial(_tell, bar, label),
+            )
         if every:
             click.echo(f"conversation {index}: {conversation.id}")
         click.echo(outcome.table(), nl=False)
@@ -528,6 +621,64 @@ def replay(
         outcomes.append(outcome.as_dict())
     if report:
         Path(report).write_bytes(dumps(outcomes if every else outcomes[0], indent=True))
+
+
+@main.command("config")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@policy_flags
+@friendly
+def config_command(as_json: bool, **flags: Any) -> None:
+    """Show every setting's effective value and where it came from.
+
+    A source is one of: default, pyproject (its [tool.toolbudget] table),
+    toolbudget.toml, environment (a TOOLBUDGET_* variable) or flag. Give the
+    same flags as compact or replay to see what they would run with.
+    """
+    loaded = load_policy(flags)
+    rows = []
+    for doc in setting_docs(Policy):
+        source = loaded.sources[doc.name]
+        rows.append(
+            {
+                "setting": doc.name,
+                "value": _json_value(getattr(loaded.policy, doc.name)),
+                "source": source.kind,
+                "where": source.where or None,
+                "environment": doc.env,
+                "default": doc.default,
+                "meaning": doc.meaning,
+            }
+        )
+    if as_json:
+        emit(dumps({"files": [str(path) for path in loaded.files], "settings": rows}, indent=True) + b"\n")
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="toolbudget settings")
+    for column in ("setting", "value", "source", "where"):
+        table.add_column(column, overflow="fold")
+    for row, doc in zip(rows, setting_docs(Policy), strict=True):
+        shown = show_value(getattr(loaded.policy, doc.name))
+        table.add_row(
+            row["setting"], doc.default if shown == "-" else shown, row["source"], row["where"] or ""
+        )
+    # Piped or redirected, laid out for a fixed width, so the text is the same everywhere.
+    console = Console(width=None if sys.stdout.isatty() else 120)
+    console.print(table)
+    files = (
+        ", ".join(str(path) for path in loaded.files) or "none (searched up to the top of the git checkout)"
+    )
+    console.print(f"settings files: {files}", highlight=False, soft_wrap=True)
+
+
+def _json_value(value: Any) -> Any:
+    """A setting's value as JSON holds it: caps as an object, tool sets as a sorted list."""
+    if isinstance(value, Mapping):
+        return dict(sorted(value.items()))
+    if isinstance(value, (set, frozenset)):
+        return sorted(value)
+    return value
 
 
 @main.command()
@@ -551,9 +702,15 @@ def demo(directory: str, own: bool) -> None:
 @click.option("--conversation", "which", help="Which conversation of the file (its id or index).")
 @click.option("--html", "html_out", type=click.Path(dir_okay=False), help="Write an interactive HTML report.")
 @click.option("--png", "png_out", type=click.Path(dir_okay=False), help="Write the report's charts as a PNG.")
+@progress_option
 @friendly
 def inspect_command(
-    source: str, api: str | None, which: str | None, html_out: str | None, png_out: str | None
+    source: str,
+    api: str | None,
+    which: str | None,
+    html_out: str | None,
+    png_out: str | None,
+    progress_mode: str,
 ) -> None:
     """Where a session's context budget goes: per request, by band, by schedule.
 
@@ -571,7 +728,8 @@ def inspect_command(
         from .inspection_charts import require
 
         require()  # before the work, so a missing extra costs nothing
-    session, inspection = inspect_source(source, api=api, conversation=which)
+    with Bar("inspect", progress_mode) as bar:
+        session, inspection = inspect_source(source, api=api, conversation=which, progress=bar.update)
     for note in session.notes:
         click.echo(f"toolbudget: warning: {note}", err=True)
     # Piped or redirected, the view is laid out for a fixed width, so its text is the same everywhere.
@@ -585,6 +743,10 @@ def inspect_command(
         if png_out:
             Path(png_out).write_bytes(png_report(inspection))
             click.echo(f"wrote {png_out}", err=True)
+
+
+def _tell(bar: Bar, label: str, done: int, total: int) -> None:
+    bar.update(done, total, label)
 
 
 def _choose(conversations: Any, which: str | None, transcript: str) -> Any:

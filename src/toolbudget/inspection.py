@@ -43,11 +43,14 @@ from .policy import Policy
 from .replay import (
     PRICE_READ,
     PRICE_WRITE,
+    Progress,
     ReplayTotals,
     TurnStats,
+    counter,
     prompt_text,
     replay_managed,
     replay_requests,
+    request_count,
     requests_of,
     tokens,
 )
@@ -276,27 +279,39 @@ def _neutral(messages: Iterable[Message]) -> tuple[Message, ...]:
 
 
 def inspect_source(
-    path: str | Path, *, api: str | None = None, conversation: str | None = None, policy: Policy | None = None
+    path: str | Path,
+    *,
+    api: str | None = None,
+    conversation: str | None = None,
+    policy: Policy | None = None,
+    progress: Progress | None = None,
 ) -> tuple[InspectedSession, Inspection]:
     """Read ``path`` (see :func:`load_session`) and inspect it."""
     session = load_session(path, api=api, conversation=conversation)
-    return session, inspect_conversation(session, policy=policy)
+    return session, inspect_conversation(session, policy=policy, progress=progress)
 
 
-def inspect_conversation(session: InspectedSession, *, policy: Policy | None = None) -> Inspection:
-    """The bands of every request, the largest results, and every schedule replayed."""
+def inspect_conversation(
+    session: InspectedSession, *, policy: Policy | None = None, progress: Progress | None = None
+) -> Inspection:
+    """The bands of every request, the largest results, and every schedule replayed.
+
+    ``progress`` is told how many of the requests of all the schedules are done.
+    """
     conversation, api = session.conversation, session.api
     base = policy or Policy.load()
     names = _call_names(conversation.messages)
     split: list[dict[str, int]] = []
+    tick = counter(len(SCHEDULES) * request_count(conversation), progress)
 
-    def measure(_n: int, body: dict[str, Any]) -> None:
+    def measure(n: int, body: dict[str, Any]) -> None:
         split.append(_bands(wire.parse(body, api), names))
+        tick(n, body)
 
     as_sent = replay_requests(conversation, api, None, emit=measure)
     schedules = [Schedule("as sent", as_sent)]
     for mode in SCHEDULES[1:]:
-        totals, events = replay_managed(conversation, api, replace(base, compaction=mode))
+        totals, events = replay_managed(conversation, api, replace(base, compaction=mode), tick=tick)
         schedules.append(Schedule(mode, totals, events))
     if not split:
         raise InputError(f"{session.source}: conversation {conversation.id!r} holds no request to inspect")

@@ -68,6 +68,34 @@ def requests_of(conversation: Conversation) -> Iterator[Conversation]:
         yield Conversation(conversation.id, conversation.source, messages, conversation.system, tools)
 
 
+def request_count(conversation: Conversation) -> int:
+    """How many requests :func:`requests_of` yields, counted without building them."""
+    messages = conversation.messages
+    turns = sum(
+        1
+        for i in range(1, len(messages))
+        if messages[i].role == "assistant" and messages[i - 1].role != "assistant"
+    )
+    return turns + bool(messages and messages[-1].role != "assistant")
+
+
+Progress = Callable[[int, int], None]
+"""Told ``(done, total)`` after each request a replay builds, for a progress bar."""
+
+
+def counter(total: int, progress: Progress | None) -> Callable[[int, dict[str, Any]], None]:
+    """An ``emit`` callback that counts requests up to ``total`` and tells ``progress``."""
+    done = 0
+
+    def tick(_n: int, _body: dict[str, Any]) -> None:
+        nonlocal done
+        done += 1
+        if progress is not None:
+            progress(done, total)
+
+    return tick
+
+
 def common_prefix(a: str, b: str) -> int:
     """Length of the common prefix of two strings, by halving (comparisons run in C)."""
     n = min(len(a), len(b))
@@ -246,10 +274,12 @@ def replay_managed(
     session: str | None = None,
     store: str = "memory:",
     emit: Path | None = None,
+    tick: Callable[[int, dict[str, Any]], None] | None = None,
 ) -> tuple[ReplayTotals, tuple[int, ...]]:
     """Replay ``conversation`` managed by one session under ``policy``: the totals, and the compaction events.
 
     The events are the requests (by index) at which the schedule rewrote old results.
+    ``tick`` is called after each request, as ``emit`` of :func:`replay_requests` is.
     """
     from .session import Session
 
@@ -267,6 +297,8 @@ def replay_managed(
             if emit is not None:
                 emit.mkdir(parents=True, exist_ok=True)
                 (emit / f"{n:04d}.json").write_bytes(dumps(body))
+            if tick is not None:
+                tick(n, body)
 
         totals = replay_requests(conversation, api, manage, emit=emit_one)
     return totals, tuple(events)
@@ -280,14 +312,22 @@ def replay_session(
     session: str | None = None,
     store: str = "memory:",
     emit: Path | None = None,
+    progress: Progress | None = None,
 ) -> ReplayOutcome:
-    """Replay ``conversation`` under ``policy``, and the same unmanaged and eager, and tally all three."""
-    managed, events = replay_managed(conversation, api, policy, session=session, store=store, emit=emit)
+    """Replay ``conversation`` under ``policy``, and the same unmanaged and eager, and tally all three.
+
+    ``progress`` is told how many of the requests of all the runs are done.
+    """
+    runs = 2 if policy.compaction == "eager" else 3
+    tick = counter(runs * request_count(conversation), progress)
+    managed, events = replay_managed(
+        conversation, api, policy, session=session, store=store, emit=emit, tick=tick
+    )
     if policy.compaction == "eager":
         eager = managed
     else:
         eager = replay_managed(
-            conversation, api, replace(policy, compaction="eager"), session=session, store=store
+            conversation, api, replace(policy, compaction="eager"), session=session, store=store, tick=tick
         )[0]
-    unmanaged = replay_requests(conversation, api, None)
+    unmanaged = replay_requests(conversation, api, None, emit=tick)
     return ReplayOutcome(conversation.id, policy.compaction, managed, unmanaged, eager, events)
