@@ -7,8 +7,14 @@ detail (or ``limit - 40`` when that is smaller, which the length guarantee's
 own precondition makes an upper bound), then the marker is written once. A
 marker longer than the estimate would overflow; only then is the preview
 sized again with the measured length and the marker written a second time
-(the first text is discarded). Markers made by :func:`toolbudget.marker.marker_line`
-with a 32-character key and a path of up to 150 characters are within the estimate.
+(the first text is discarded). The one other second writing: when nothing
+fits but the marker, it keeps the strategy's detail (the rows and header of a
+table, the hunks of a diff) if that may fit, which only writing it can tell;
+if it does not, the marker is written again with the omitted line range, which
+fits whenever the length guarantee applies. Deciding before writing would drop
+details that fit.
+Markers made by :func:`toolbudget.marker.marker_line` with a 32-character key
+and a path of up to 150 characters are within the estimate.
 
 Sizing assumes ``len(marker(n, d)) <= len(marker(len(text), "")) + len(d) + 3``
 for ``n <= len(text)``, which ``marker_line`` satisfies (it only shortens a detail).
@@ -90,8 +96,12 @@ class _Plan:
         return render(self.text, self.pieces, marker)
 
     def allowed(self, limit: int, marker: str) -> int:
-        """The most characters this preview may take: ``limit``, or what stderr and the marker need."""
-        return max(limit, self.floor + len(marker))
+        """The most characters this preview may take: ``limit``, or what stderr and the marker need.
+
+        Without a stderr section nothing must be kept, so the bound is ``limit`` alone: a plan
+        that keeps no excerpt is still its marker plus a detail, which can outgrow ``limit``.
+        """
+        return max(limit, self.floor + len(marker)) if self.floor else limit
 
 
 def _ratio(head_ratio: float) -> float:
@@ -251,8 +261,11 @@ class _Job:
         gaps = gaps_of(spans, len(self.text))
         return self._span_plan(spans, describe_gaps(self.text, gaps, self.lines_total), bare=True)
 
-    def fit(self, limit: int, base: int) -> _Plan:
-        """The fullest plan whose preview, with a marker of ``base`` characters plus its detail, fits."""
+    def fit(self, limit: int, base: int, *, estimated: bool) -> _Plan:
+        """The fullest plan whose preview, with a marker of ``base`` characters plus its detail, fits.
+
+        ``estimated`` says ``base`` is the estimate, not a written marker's length.
+        """
         room = limit - base - _DETAIL_GUESS
         if room <= 0:
             room = limit - base
@@ -261,8 +274,17 @@ class _Job:
                 break
             plan = self.plan(room)
             need = plan.size + base + detail_cost(plan.detail)
-            if need <= limit or (plan.size <= plan.floor and plan.json is None):
+            if need <= limit:
                 return plan
+            if plan.size <= plan.floor and plan.json is None:
+                # Only what must be kept is left: a stderr section (which may take more than the
+                # limit), or nothing but the marker with the strategy's detail (rows of a table
+                # whose header does not fit, hunks of a diff). With an estimated ``base`` that
+                # marker may still fit, and only writing it tells; with a measured one it does
+                # not, and the bare marker, whose detail is a short line range, does.
+                if plan.floor or estimated:
+                    return plan
+                break
             # Ask for a plan smaller by the overflow than this one (not just than the room:
             # a JSON level is chosen in steps, and the same one would come back).
             room = min(room, plan.size) - (need - limit)
@@ -292,8 +314,9 @@ def make_preview(
       ``limit >= len(marker(len(text), "")) + 40``. Below that threshold the preview is the
       marker line alone, which may be longer than ``limit``.
     - ``marker`` is called once, with the final counts. Only when it turns out longer than
-      :data:`MARKER_ESTIMATE` (plus its detail), or ``limit`` is below the threshold, is the
-      preview sized again and ``marker`` called once or twice more; the text holds the last call.
+      :data:`MARKER_ESTIMATE` (plus its detail), or ``limit`` is below the threshold, or the
+      preview is the marker alone and its detail took it over ``limit``, is the preview sized
+      again and ``marker`` called once or twice more; the text holds the last call.
     - A separable stderr section (see :mod:`._stderr`) with ``stderr_limit`` set is kept
       whole when it has at most ``stderr_limit`` characters, else cut (errors first) to at
       most ``stderr_limit`` characters; the rest shares what is left of ``limit``. Exactly:
@@ -307,7 +330,7 @@ def make_preview(
     if len(text) <= limit:
         return Preview(text, kind, 0, "")
     job = _Job(text, kind, _ratio(head_ratio), is_error, stderr_limit)
-    plan = job.fit(limit, max(0, min(MARKER_ESTIMATE, limit - MIN_SLACK)))
+    plan = job.fit(limit, max(0, min(MARKER_ESTIMATE, limit - MIN_SLACK)), estimated=True)
     line = marker(plan.omitted, plan.detail)
     out = plan.render(line)
     if plan.bare:
@@ -317,7 +340,7 @@ def make_preview(
     if limit < base + MIN_SLACK:
         plan = job.bare()  # below the guarantee's threshold: the marker alone
     elif len(out) > plan.allowed(limit, line):
-        plan = job.fit(limit, base)  # the marker is longer than estimated: size again for it
+        plan = job.fit(limit, base, estimated=False)  # the marker did not fit: size again for it
     else:
         return Preview(out, job.kind, plan.omitted, plan.detail)
     line = marker(plan.omitted, plan.detail)
