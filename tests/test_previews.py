@@ -16,8 +16,7 @@ import os
 import re
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -355,15 +354,13 @@ def sample_digest() -> str:
     return digest.hexdigest()
 
 
-def test_a_five_megabyte_single_line_previews_in_well_under_100_ms() -> None:
+def test_a_five_megabyte_single_line_previews_within_its_guarantees() -> None:
     text = ("0123456789abcdef" * 8 + "é") * 39000  # ~5 MB, no newline
     assert len(text) > 5_000_000
-    best = min(_timed(lambda: make_preview(text, 20000, marker=Recorder(text))) for _ in range(3))
-    assert best < 0.1, best
-    check(text, 20000)
+    check(text, 20000)  # its speed is measured in bench/previews.py
 
 
-def test_a_100k_line_log_previews_in_linear_time() -> None:
+def test_a_100k_line_log_keeps_its_traceback() -> None:
     lines = []
     for i in range(100_000):
         if i % 997 == 0:
@@ -373,16 +370,8 @@ def test_a_100k_line_log_previews_in_linear_time() -> None:
         else:
             lines.append(f"2024-01-01 12:00:{i % 60:02d} INFO processing item {i} of the batch")
     text = "\n".join(lines) + "\n"
-    best = min(_timed(lambda: make_preview(text, 20000, marker=Recorder(text))) for _ in range(2))
-    assert best < 0.25, best
-    made = check(text, 20000)
+    made = check(text, 20000)  # its speed, and how it grows, are measured in bench/previews.py
     assert "Traceback (most recent call last):" in made.text
-
-
-def _timed(run: Callable[[], object]) -> float:
-    start = time.perf_counter()
-    run()
-    return time.perf_counter() - start
 
 
 # ---------------------------------------------------------------------------------------------
@@ -823,9 +812,11 @@ def test_detection_looks_inside_agent_envelopes_and_orders_sensibly() -> None:
 
 def test_detection_reads_a_bounded_sample() -> None:
     big = SAMPLES["python"] * 2000
-    start = time.perf_counter()
     assert detect(big) == "python"
-    assert time.perf_counter() - start < 0.05
+    # What lies between the sampled head and tail is never read: replacing it changes nothing.
+    middle = len(big) // 2
+    damaged = big[: middle - 1000] + "\x00{not python at all}" * 50 + big[middle + 1000 :]
+    assert detect(damaged) == "python"
 
 
 def test_every_label_has_a_strategy() -> None:
