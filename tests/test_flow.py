@@ -369,57 +369,41 @@ def script(api: str) -> list[Callable[[], httpx2.Response]]:
     ]
 
 
-def call_sync(api: str, recorder: Recorder) -> Any:
-    http = httpx2.Client(transport=httpx2.MockTransport(recorder))
+def wrapped(api: str, recorder: Recorder, *, asynchronous: bool) -> tuple[Any, Session]:
+    """The SDK client of ``api`` (sync or async) over ``recorder``, wrapped with a fresh session."""
+    http: Any = (httpx2.AsyncClient if asynchronous else httpx2.Client)(
+        transport=httpx2.MockTransport(recorder)
+    )
+    if api == "anthropic":
+        kind: Any = anthropic.AsyncAnthropic if asynchronous else anthropic.Anthropic
+        url = "http://up"
+    else:
+        kind, url = (openai.AsyncOpenAI if asynchronous else openai.OpenAI), "http://up/v1"
     session = Session("parity", store="memory:", policy=Policy(max_token_escalations=1))
+    return wrap(kind(api_key="k", base_url=url, http_client=http, max_retries=0), session=session), session
+
+
+def create(client: Any, api: str) -> Any:
+    """The one call of the script: the SDK's create, sync or async (then awaitable)."""
     history = long_history(api)
     if api == "anthropic":
-        client: Any = wrap(
-            anthropic.Anthropic(api_key="k", base_url="http://up", http_client=http, max_retries=0),
-            session=session,
-        )
-        answer = client.messages.create(model="claude-sonnet-4-6", max_tokens=64, messages=history)
-    elif api == "openai-chat":
-        client = wrap(
-            openai.OpenAI(api_key="k", base_url="http://up/v1", http_client=http, max_retries=0),
-            session=session,
-        )
-        answer = client.chat.completions.create(model="gpt-4o", max_tokens=64, messages=history)
-    else:
-        client = wrap(
-            openai.OpenAI(api_key="k", base_url="http://up/v1", http_client=http, max_retries=0),
-            session=session,
-        )
-        answer = client.responses.create(model="gpt-5", max_output_tokens=64, input=history)
-    session.close()
-    return answer
+        return client.messages.create(model="claude-sonnet-4-6", max_tokens=64, messages=history)
+    if api == "openai-chat":
+        return client.chat.completions.create(model="gpt-4o", max_tokens=64, messages=history)
+    return client.responses.create(model="gpt-5", max_output_tokens=64, input=history)
+
+
+def call_sync(api: str, recorder: Recorder) -> Any:
+    client, session = wrapped(api, recorder, asynchronous=False)
+    with session:
+        return create(client, api)
 
 
 def call_async(api: str, recorder: Recorder) -> Any:
     async def go() -> Any:
-        http = httpx2.AsyncClient(transport=httpx2.MockTransport(recorder))
-        session = Session("parity", store="memory:", policy=Policy(max_token_escalations=1))
-        history = long_history(api)
-        if api == "anthropic":
-            client: Any = wrap(
-                anthropic.AsyncAnthropic(api_key="k", base_url="http://up", http_client=http, max_retries=0),
-                session=session,
-            )
-            answer = await client.messages.create(model="claude-sonnet-4-6", max_tokens=64, messages=history)
-        elif api == "openai-chat":
-            client = wrap(
-                openai.AsyncOpenAI(api_key="k", base_url="http://up/v1", http_client=http, max_retries=0),
-                session=session,
-            )
-            answer = await client.chat.completions.create(model="gpt-4o", max_tokens=64, messages=history)
-        else:
-            client = wrap(
-                openai.AsyncOpenAI(api_key="k", base_url="http://up/v1", http_client=http, max_retries=0),
-                session=session,
-            )
-            answer = await client.responses.create(model="gpt-5", max_output_tokens=64, input=history)
-        session.close()
-        return answer
+        client, session = wrapped(api, recorder, asynchronous=True)
+        with session:
+            return await create(client, api)
 
     return asyncio.run(go())
 
