@@ -759,8 +759,8 @@ def test_bedrock_fold_is_the_converse_reply() -> None:
 
 def test_bedrock_fold_follows_the_documented_converse_output_shape() -> None:
     """The folded reply validates against botocore's own ``ConverseResponse`` shape."""
-    import botocore.session  # type: ignore[import-untyped]
-    from botocore.validate import ParamValidator  # type: ignore[import-untyped]
+    import botocore.session
+    from botocore.validate import ParamValidator
 
     model = botocore.session.get_session().get_service_model("bedrock-runtime")
     shape = model.operation_model("Converse").output_shape

@@ -11,6 +11,9 @@ offers to send a conversation is managed (:mod:`._resource` says how each is):
                                        ``beta``): ``create``, ``stream``, ``parse``;
                                        ``responses.input_tokens.count``, ``responses.compact``,
                                        ``decisions.create``
+``boto3.client("bedrock-runtime")``    ``converse``, ``converse_stream``, ``count_tokens``
+                                       (:mod:`._bedrock`; its answers are dicts, so the report
+                                       reaches only ``on_report``)
 =====================================  =========================================================
 
 and so is each of them through ``with_raw_response`` and
@@ -105,6 +108,7 @@ from ..errors import UnsupportedClient
 from ..session import Session
 from ._call import Wrapping
 from ._client import AsyncClientProxy, ClientProxy
+from ._proxy import Proxy
 from ._resource import is_async
 
 __all__ = ["CallReport", "UnsupportedClient", "wrap"]
@@ -122,9 +126,14 @@ def _family(client: Any) -> str:
         )
     if top in ("anthropic", "openai"):
         return top
+    if top == "botocore":
+        from ._bedrock import is_bedrock
+
+        if is_bedrock(client):
+            return "bedrock"
     raise UnsupportedClient(
-        f"cannot wrap a {type(client).__module__}.{type(client).__qualname__}: "
-        "wrap an anthropic.Anthropic, anthropic.AsyncAnthropic, openai.OpenAI or openai.AsyncOpenAI client"
+        f"cannot wrap a {type(client).__module__}.{type(client).__qualname__}: wrap an anthropic.Anthropic, "
+        "openai.OpenAI (or their Async twins), google.genai.Client or boto3.client('bedrock-runtime') client"
     )
 
 
@@ -143,11 +152,15 @@ def wrap(
     tool's definition to every request that lacks it.
     """
     inner: Any = client
-    if isinstance(inner, (ClientProxy, AsyncClientProxy)):  # again: new settings, the same SDK client
+    if isinstance(inner, Proxy):  # again: new settings, the same SDK client
         inner = object.__getattribute__(inner, "_inner")
     family = _family(inner)
     wrapping = Wrapping(session, on_report, recall)
     proxy: ClientProxy | AsyncClientProxy
+    if family == "bedrock":
+        from ._bedrock import BedrockClient
+
+        return cast(C, BedrockClient(inner, wrapping))
     if family == "anthropic":
         from ._anthropic import AnthropicClient, AsyncAnthropicClient
 

@@ -102,6 +102,8 @@ class Plan:
     """A lower output cap than the model's, where the SDK refuses more (Anthropic without streaming)."""
     errors: tuple[type[BaseException], ...] = ()
     """The SDK's API errors (status, connection, timeout): a follow-up failing so ends the follow-ups."""
+    events: Callable[[Any], Any] | None = None
+    """Where an opened stream's events are, when the SDK returns them inside another object (botocore)."""
 
     def flow(self) -> ManagedCall:
         return ManagedCall(
@@ -117,7 +119,10 @@ class Plan:
     def finish(self, outcome: Outcome) -> Any:
         """What the SDK method returns: the answer (rebuilt when the flow changed it), with the report."""
         if self.kind == "stream":
-            return _watch(self.wrapping, outcome.report, outcome.first)
+            opened = outcome.first
+            return _watch(
+                self.wrapping, outcome.report, opened, self.events(opened) if self.events else opened
+            )
         answer = outcome.first
         if outcome.changed and outcome.data is not None:
             answer = rebuild(outcome.last, outcome.data)
@@ -151,16 +156,20 @@ async def arun(plan: Plan, send: Callable[[Any], Awaitable[Any]]) -> Any:
     return plan.finish(outcome)
 
 
-def _watch(wrapping: Wrapping, report: CallReport, opened: Any) -> Any:
-    """Report the opened stream now (recovery is over), and again, to ``on_report``, when it ends."""
-    wrapping.deliver(opened, report, callback=False)
+def _watch(wrapping: Wrapping, report: CallReport, opened: Any, events: Any) -> Any:
+    """Report the opened stream now (recovery is over), and again, to ``on_report``, when it ends.
+
+    ``events`` is what yields the stream's events: ``opened`` itself, or the
+    part of it that does (botocore's ``EventStream`` under ``stream``).
+    """
+    wrapping.deliver(events, report, callback=False)
     api = report.api
 
     def ended(answer: dict[str, Any] | None, finished: bool) -> None:
         cut = is_cut_off(answer, api) if answer is not None else None
         final = replace(report, cutoffs=(cut,) if cut else (), final_cutoff=cut, stream_finished=finished)
-        wrapping.deliver(opened, final)
+        wrapping.deliver(events, final)
 
-    if not observe(opened, api, ended) and wrapping.on_report is not None:
+    if not observe(events, api, ended) and wrapping.on_report is not None:
         wrapping.on_report(report)  # a stream we cannot watch: report what is known now
     return opened

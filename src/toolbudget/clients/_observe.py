@@ -108,7 +108,8 @@ def _ending(tap: Tap, stop: type[BaseException] | tuple[()]) -> Iterator[None]:
 
 
 def _sync_methods(cls: type) -> dict[str, Any]:
-    base_iter, base_next, base_close = cls.__iter__, cls.__next__, getattr(cls, "close", None)  # type: ignore[attr-defined]
+    base_iter, base_close = cls.__iter__, getattr(cls, "close", None)  # type: ignore[attr-defined]
+    base_next = getattr(cls, "__next__", None)
 
     def __iter__(self: Any) -> Any:
         tap = _tap(self)
@@ -121,7 +122,7 @@ def _sync_methods(cls: type) -> dict[str, Any]:
     def __next__(self: Any) -> Any:
         tap = _tap(self)
         with _ending(tap, StopIteration):
-            item = base_next(self)
+            item = base_next(self)  # type: ignore[misc]
         tap.see(item)
         return item
 
@@ -129,7 +130,10 @@ def _sync_methods(cls: type) -> dict[str, Any]:
         _tap(self).end(False)
         return base_close(self) if base_close is not None else None
 
-    return {"__iter__": __iter__, "__next__": __next__, "close": close}
+    methods: dict[str, Any] = {"__iter__": __iter__, "close": close}
+    if base_next is not None:  # an iterator; botocore's EventStream is only iterable
+        methods["__next__"] = __next__
+    return methods
 
 
 def _async_methods(cls: type) -> dict[str, Any]:
@@ -160,9 +164,9 @@ def _async_methods(cls: type) -> dict[str, Any]:
 def observe(stream: Any, api: str, on_end: OnEnd) -> bool:
     """Show every event of ``stream`` to a new tap; ``False`` when this stream cannot be watched."""
     cls = type(stream)
-    if not (hasattr(cls, "__iter__") and hasattr(cls, "__next__")) and not (
-        hasattr(cls, "__aiter__") and hasattr(cls, "__anext__")
-    ):
+    if isinstance(stream, (Mapping, list, tuple, str, bytes)):
+        return False
+    if not hasattr(cls, "__iter__") and not (hasattr(cls, "__aiter__") and hasattr(cls, "__anext__")):
         return False
     try:
         stream.__dict__["_toolbudget_tap"] = Tap(api, on_end)
