@@ -13,18 +13,41 @@ from typing import Any
 import orjson
 import pytest
 
-from bedrock_server import Answer, Script, bedrock_server, client
+from scripted_http import Answer, Script, scripted_server
 from toolbudget import CallReport, Policy, Session, UnsupportedClient, wrap
 from toolbudget.recovery.output import continuation_prompt
 
 botocore = pytest.importorskip("botocore")
 
 MODEL = "anthropic.claude-sonnet-4-5-20250929-v1:0"
-OVERFLOW = Answer(
-    status=400,
-    error="ValidationException",
-    message="The model returned the following errors: Input is too long for requested model.",
+
+
+def error(status: int, code: str, message: str) -> Answer:
+    """An error as Bedrock sends it: a status, ``x-amzn-ErrorType`` and a JSON ``message``."""
+    kind = {"x-amzn-errortype": f"{code}:http://internal.amazon.com/coral/"}
+    return Answer(data={"message": message}, status=status, headers=kind)
+
+
+OVERFLOW = error(
+    400,
+    "ValidationException",
+    "The model returned the following errors: Input is too long for requested model.",
 )
+
+
+def client(url: str) -> Any:
+    """A real botocore ``bedrock-runtime`` client aimed at ``url``, with dummy credentials, no retries."""
+    import botocore.config
+    import botocore.session
+
+    return botocore.session.get_session().create_client(
+        "bedrock-runtime",
+        region_name="us-east-1",
+        endpoint_url=url,
+        aws_access_key_id="AKIDEXAMPLE",
+        aws_secret_access_key="secret",
+        config=botocore.config.Config(retries={"total_max_attempts": 1, "mode": "standard"}),
+    )
 
 
 def answer(text: str, stop: str) -> Answer:
@@ -76,7 +99,7 @@ def test_converse_recovers_escalates_continues_and_merges() -> None:
     reports: list[CallReport] = []
     messages = history()
     before = copy.deepcopy(messages)
-    with bedrock_server(script) as url, session("bedrock") as s:
+    with scripted_server(script) as url, session("bedrock") as s:
         raw = client(url)
         bedrock = wrap(raw, session=s, on_report=reports.append)
         assert isinstance(bedrock, type(raw))  # botocore makes a class per client
@@ -115,7 +138,7 @@ def test_a_cut_off_tool_call_is_never_returned_as_runnable() -> None:
     }
     script = Script([Answer(data=cut)])
     with (
-        bedrock_server(script) as url,
+        scripted_server(script) as url,
         Session("cut", store="memory:", policy=Policy(max_token_escalations=0)) as s,
     ):
         policy_free = wrap(client(url), session=s)
@@ -126,11 +149,9 @@ def test_a_cut_off_tool_call_is_never_returned_as_runnable() -> None:
 
 
 def test_an_error_that_is_not_an_overflow_is_botocores_own() -> None:
-    script = Script(
-        [Answer(status=429, error="ThrottlingException", message="Too many tokens, please wait.")]
-    )
+    script = Script([error(429, "ThrottlingException", "Too many tokens, please wait.")])
     with (
-        bedrock_server(script) as url,
+        scripted_server(script) as url,
         session("throttle") as s,
         pytest.raises(botocore.exceptions.ClientError) as info,
     ):
@@ -157,7 +178,7 @@ def stream_events(text: str, stop: str) -> list[dict[str, Any]]:
 def test_converse_stream_is_recovered_before_its_first_event_and_watched_to_its_end() -> None:
     script = Script([OVERFLOW, Answer(events=stream_events("Once upon", "max_tokens"))])
     reports: list[CallReport] = []
-    with bedrock_server(script) as url, session("stream") as s:
+    with scripted_server(script) as url, session("stream") as s:
         opened = wrap(client(url), session=s, on_report=reports.append).converse_stream(
             modelId=MODEL, messages=history(), toolConfig=TOOLS, inferenceConfig={"maxTokens": 64}
         )
@@ -174,7 +195,7 @@ def test_converse_stream_is_recovered_before_its_first_event_and_watched_to_its_
 def test_count_tokens_counts_the_managed_conversation() -> None:
     script = Script([Answer(data={"inputTokens": 42})])
     messages = history(6000)  # results past the per-result cap
-    with bedrock_server(script) as url, session("count") as s:
+    with scripted_server(script) as url, session("count") as s:
         got = wrap(client(url), session=s).count_tokens(
             modelId=MODEL, input={"converse": {"messages": messages, "toolConfig": TOOLS}}
         )
@@ -186,7 +207,7 @@ def test_count_tokens_counts_the_managed_conversation() -> None:
 
 def test_recall_adds_the_tool_once_and_invoke_model_with_messages_is_refused() -> None:
     script = Script([answer("ok", "end_turn")])
-    with bedrock_server(script) as url, session("recall") as s:
+    with scripted_server(script) as url, session("recall") as s:
         bedrock = wrap(client(url), session=s, recall=True)
         bedrock.converse(modelId=MODEL, messages=history()[:1], toolConfig=TOOLS)
         with pytest.raises(UnsupportedClient, match="converse"):

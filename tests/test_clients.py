@@ -1089,9 +1089,12 @@ def test_the_sdks_own_argument_errors_are_its_own(session: Session) -> None:
 def test_other_clients_are_refused() -> None:
     with pytest.raises(UnsupportedClient, match="cannot wrap"):
         wrap(object())
-    google = pytest.importorskip("google.genai")
-    with pytest.raises(UnsupportedClient, match="google-genai"):
-        wrap(google.Client(api_key="k"))
+    botocore_session = pytest.importorskip("botocore.session")
+    s3 = botocore_session.get_session().create_client(
+        "s3", region_name="us-east-1", aws_access_key_id="k", aws_secret_access_key="s"
+    )
+    with pytest.raises(UnsupportedClient, match="bedrock-runtime"):
+        wrap(s3)  # botocore, but no conversation service
 
 
 def test_wrapping_twice_wraps_the_same_client_again(session: Session) -> None:

@@ -11,6 +11,8 @@ offers to send a conversation is managed (:mod:`._resource` says how each is):
                                        ``beta``): ``create``, ``stream``, ``parse``;
                                        ``responses.input_tokens.count``, ``responses.compact``,
                                        ``decisions.create``
+``google.genai.Client`` (and ``.aio``)  ``models``: ``generate_content`` (and ``_stream``),
+                                       ``count_tokens``, ``compute_tokens``
 ``boto3.client("bedrock-runtime")``    ``converse``, ``converse_stream``, ``count_tokens``
                                        (:mod:`._bedrock`; its answers are dicts, so the report
                                        reaches only ``on_report``)
@@ -88,12 +90,11 @@ each conversation's own ``session=``.
 the model can ask for what was cut; answer its calls with
 ``client.toolbudget.handle_recall(call_arguments)``.
 
-**google-genai** is not wrapped: its ``generate_content`` takes ``contents`` in
-a dozen Python forms that only its private converters turn into the wire
-shape, its tools may be Python callables that have no wire form, and its
-automatic function calling grows the history inside the SDK call, out of a
-wrapper's reach. Use the toolbudget proxy at the HTTP level for Gemini; the
-cut-off handling in :mod:`toolbudget.recovery.output` covers its wire format.
+**google-genai** (:mod:`._gemini`): ``models.generate_content`` and its
+stream and token counts are managed when ``contents`` is a list of turns, the
+only form that holds a conversation; ``chats`` and ``live`` keep or send the
+history out of a wrapper's reach and are refused, and so is automatic function
+calling over Python-callable tools (turn it off and run the tools yourself).
 
 No SDK is imported here: a client is recognised by the module of its class.
 """
@@ -119,11 +120,8 @@ C = TypeVar("C")
 def _family(client: Any) -> str:
     module = type(client).__module__ or ""
     top = module.split(".", 1)[0]
-    if module.startswith("google.genai"):
-        raise UnsupportedClient(
-            "google-genai clients are not wrapped: their contents, Python-callable tools and automatic "
-            "function calling have no wire form a wrapper can manage; use the toolbudget proxy for Gemini"
-        )
+    if module.startswith("google.genai") and type(client).__name__ == "Client":
+        return "gemini"
     if top in ("anthropic", "openai"):
         return top
     if top == "botocore":
@@ -157,6 +155,10 @@ def wrap(
     family = _family(inner)
     wrapping = Wrapping(session, on_report, recall)
     proxy: ClientProxy | AsyncClientProxy
+    if family == "gemini":
+        from ._gemini import GeminiClient
+
+        return cast(C, GeminiClient(inner, wrapping))
     if family == "bedrock":
         from ._bedrock import BedrockClient
 

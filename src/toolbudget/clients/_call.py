@@ -102,6 +102,8 @@ class Plan:
     """A lower output cap than the model's, where the SDK refuses more (Anthropic without streaming)."""
     errors: tuple[type[BaseException], ...] = ()
     """The SDK's API errors (status, connection, timeout): a follow-up failing so ends the follow-ups."""
+    remake: Callable[[Any, dict[str, Any]], Any] | None = None
+    """How an answer of the SDK's type is made from merged JSON, where :func:`rebuild` cannot."""
     events: Callable[[Any], Any] | None = None
     """Where an opened stream's events are, when the SDK returns them inside another object (botocore)."""
 
@@ -125,7 +127,7 @@ class Plan:
             )
         answer = outcome.first
         if outcome.changed and outcome.data is not None:
-            answer = rebuild(outcome.last, outcome.data)
+            answer = (self.remake or rebuild)(outcome.last, outcome.data)
         self.wrapping.deliver(answer, outcome.report)
         return answer
 

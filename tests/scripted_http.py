@@ -1,11 +1,11 @@
-"""A scripted Bedrock Runtime endpoint on localhost, for a real botocore client to talk to.
+"""A scripted provider endpoint on localhost, for a real SDK client (botocore, google-genai) to talk to.
 
-botocore signs, serialises and parses for real: ``converse`` is REST-JSON on
-``POST /model/{modelId}/converse``, ``converse_stream`` answers in the AWS
-event-stream binary framing (``application/vnd.amazon.eventstream``), and an
-error is a status with ``x-amzn-ErrorType`` and a JSON ``message``, which
-botocore turns into a ``ClientError``. Each reply is taken from a script in
-order; every request's path and JSON body are recorded.
+The SDK signs, serialises and parses for real. Each reply is taken from a
+script in order: a JSON answer with a status and headers (an error is one
+too, as the provider words it), Server-Sent Events (Gemini's
+``streamGenerateContent?alt=sse``), or the AWS event-stream binary framing
+(``application/vnd.amazon.eventstream``, Bedrock's ``converse_stream``).
+Every request's path and JSON body are recorded.
 """
 
 from __future__ import annotations
@@ -24,13 +24,14 @@ import orjson
 
 @dataclass(frozen=True)
 class Answer:
-    """One scripted reply: a JSON answer, a list of stream events, or an error."""
+    """One scripted reply: JSON (an answer or an error), SSE chunks, or AWS event-stream events."""
 
     data: dict[str, Any] | None = None
     events: list[dict[str, Any]] | None = None
+    """AWS event-stream events, each ``{event type: payload}``."""
+    sse: list[dict[str, Any]] | None = None
     status: int = 200
-    error: str = ""
-    message: str = ""
+    headers: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -78,22 +79,20 @@ def _handler(script: Script) -> type[BaseHTTPRequestHandler]:
                 script.paths.append(self.path)
                 script.bodies.append(body)
                 answer = script.answers[min(len(script.bodies), len(script.answers)) - 1]
-            if answer.error:
-                self._send(
-                    answer.status, orjson.dumps({"message": answer.message}), "application/json", answer
-                )
-            elif answer.events is not None:
-                self._send(200, event_frames(answer.events), "application/vnd.amazon.eventstream", answer)
+            if answer.events is not None:
+                self._send(event_frames(answer.events), "application/vnd.amazon.eventstream", answer)
+            elif answer.sse is not None:
+                chunks = b"".join(b"data: " + orjson.dumps(c) + b"\r\n\r\n" for c in answer.sse)
+                self._send(chunks, "text/event-stream", answer)
             else:
-                self._send(200, orjson.dumps(answer.data or {}), "application/json", answer)
+                self._send(orjson.dumps(answer.data or {}), "application/json", answer)
 
-        def _send(self, status: int, data: bytes, kind: str, answer: Answer) -> None:
-            self.send_response(status)
+        def _send(self, data: bytes, kind: str, answer: Answer) -> None:
+            self.send_response(answer.status)
             self.send_header("content-type", kind)
             self.send_header("content-length", str(len(data)))
-            self.send_header("x-amzn-requestid", "req-1")
-            if answer.error:
-                self.send_header("x-amzn-errortype", f"{answer.error}:http://internal.amazon.com/coral/")
+            for name, value in answer.headers.items():
+                self.send_header(name, value)
             self.end_headers()
             self.wfile.write(data)
 
@@ -101,7 +100,7 @@ def _handler(script: Script) -> type[BaseHTTPRequestHandler]:
 
 
 @contextmanager
-def bedrock_server(script: Script) -> Iterator[str]:
+def scripted_server(script: Script) -> Iterator[str]:
     """Serve ``script`` on a free port; yields the endpoint URL."""
     server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(script))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
@@ -111,18 +110,3 @@ def bedrock_server(script: Script) -> Iterator[str]:
     finally:
         server.shutdown()
         server.server_close()
-
-
-def client(url: str) -> Any:
-    """A real botocore ``bedrock-runtime`` client aimed at ``url``, with dummy credentials, no retries."""
-    import botocore.config
-    import botocore.session
-
-    return botocore.session.get_session().create_client(
-        "bedrock-runtime",
-        region_name="us-east-1",
-        endpoint_url=url,
-        aws_access_key_id="AKIDEXAMPLE",
-        aws_secret_access_key="secret",
-        config=botocore.config.Config(retries={"total_max_attempts": 1, "mode": "standard"}),
-    )
