@@ -37,7 +37,7 @@ from ..marker import RECALL_TOOL
 from ..recall import recall_tool
 from ._body import plain
 from ._call import Plan, run
-from ._proxy import Proxy
+from ._proxy import Owned
 
 __all__ = ["BedrockClient", "is_bedrock"]
 
@@ -78,15 +78,10 @@ def _events(opened: Any) -> Any:
     return opened.get("stream") if isinstance(opened, Mapping) else opened
 
 
-class BedrockClient(Proxy):
+class BedrockClient(Owned):
     """A managed botocore ``bedrock-runtime`` client; every other attribute is the client's own."""
 
     __slots__ = ()
-
-    @property
-    def toolbudget(self) -> Any:
-        """The session that manages this client's conversation."""
-        return self._wrapping.session
 
     def __getattr__(self, name: str) -> Any:
         if name in _REFUSED:  # before botocore is asked: it lists the operation without a method
@@ -107,12 +102,6 @@ class BedrockClient(Proxy):
             f"{name} is not managed by toolbudget (this botocore version added it, or it sends "
             "requests of its own); use converse"
         )
-
-    def close(self) -> None:
-        try:
-            self._inner.close()
-        finally:
-            self._wrapping.close()
 
     def _body(self, kwargs: Mapping[str, Any]) -> dict[str, Any]:
         body: dict[str, Any] = {k: plain(v) for k, v in kwargs.items() if v is not None}

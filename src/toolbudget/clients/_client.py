@@ -5,18 +5,15 @@ wrapped ones return it wrapped, sharing the session (one conversation, one
 archive). ``client.toolbudget`` is that session, for answering recall calls
 (``client.toolbudget.handle_recall(arguments)``) or managing a body by hand.
 
-Closing the client (``close()``, or leaving ``with wrap(...) as c:``) also
-closes the session ``wrap`` made for it. Leaving the block never raises for
-the session: a store that fails to close is reported as a warning, so it
-cannot hide the exception that ended the block, nor turn a clean exit into one.
+Closing the client closes the session ``wrap`` made for it
+(:class:`~._proxy.Held`).
 """
 
 from __future__ import annotations
 
-import warnings
 from typing import Any, ClassVar
 
-from ..session import Session
+from ._proxy import Held, Owned
 from ._resource import Namespace, Tree
 
 __all__ = ["AsyncClientProxy", "ClientProxy"]
@@ -31,16 +28,11 @@ _LOW_LEVEL = (
 )
 
 
-class _Base(Namespace):
+class _Base(Namespace, Held):
     tree: ClassVar[Tree] = {}
 
     def __init__(self, inner: Any, wrapping: Any) -> None:
-        super().__init__(inner, wrapping, type(self).tree)
-
-    @property
-    def toolbudget(self) -> Session:
-        """The session that manages this client's conversation (made on first use when ``wrap`` got none)."""
-        return self._wrapping.session
+        Namespace.__init__(self, inner, wrapping, type(self).tree)
 
     def _again(self, inner: Any) -> Any:
         return type(self)(inner, self._wrapping)
@@ -64,12 +56,6 @@ class _Base(Namespace):
         _refuse_request(options)
         return self._inner.request(cast_to, options, *args, **kwargs)
 
-    def _close_session(self) -> None:
-        try:
-            self._wrapping.close()
-        except Exception as exc:
-            warnings.warn(f"toolbudget: the session could not be closed: {exc}", RuntimeWarning, stacklevel=3)
-
 
 def _refuse_request(options: Any) -> None:
     """A hand-built request's options (``FinalRequestOptions``): refused when they post to a conversation."""
@@ -88,24 +74,8 @@ def _refuse_low_level(path: Any) -> None:
         )
 
 
-class ClientProxy(_Base):
+class ClientProxy(_Base, Owned):
     """A wrapped sync client."""
-
-    def close(self) -> None:
-        try:
-            self._inner.close()
-        finally:
-            self._wrapping.close()
-
-    def __enter__(self) -> Any:
-        self._inner.__enter__()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        try:
-            self._inner.__exit__(*exc)
-        finally:
-            self._close_session()
 
 
 class AsyncClientProxy(_Base):

@@ -42,7 +42,7 @@ from ..marker import RECALL_TOOL
 from ..recall import recall_tool
 from ._body import plain
 from ._call import Plan, Wrapping, arun, run
-from ._proxy import Proxy
+from ._proxy import Owned, Proxy
 
 __all__ = ["GeminiClient"]
 
@@ -383,28 +383,7 @@ class _Namespace(Proxy):
         return inner
 
 
-class GeminiClient(_Namespace):
+class GeminiClient(_Namespace, Owned):
     """A managed ``google.genai.Client``."""
 
     __slots__ = ()
-
-    @property
-    def toolbudget(self) -> Any:
-        """The session that manages this client's conversation."""
-        return self._wrapping.session
-
-    def close(self) -> None:
-        try:
-            self._inner.close()
-        finally:
-            self._wrapping.close()
-
-    def __enter__(self) -> Any:
-        self._inner.__enter__()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        try:
-            self._inner.__exit__(*exc)
-        finally:
-            self._wrapping.close()
