@@ -234,6 +234,21 @@ def test_another_session_cannot_read_an_entry(store: Store) -> None:
     assert store.keys("s2") == []
 
 
+def test_find_answers_a_key_without_its_session_within_a_prefix_only(store: Store) -> None:
+    tenant_a, tenant_b = "0123456789abcdef-", "fedcba9876543210-"
+    store.put(tenant_a + "chat", KEY, b"kept by a")
+    store.put(tenant_b + "Chat With Spaces/and slashes", OTHER, b"kept by b")  # a hashed namespace
+    assert store.find(KEY) == b"kept by a"
+    assert store.find(KEY, tenant_a) == b"kept by a"
+    assert store.find(KEY, tenant_b) is None  # another tenant's key is not found
+    assert store.find(OTHER, tenant_b) == b"kept by b"  # the slug keeps the tenant's prefix
+    assert store.find(OTHER, tenant_a) is None
+    assert store.find("1" * 32) is None
+    assert store.find("../" + KEY) is None  # a bad key is answered, never looked up
+    with pytest.raises(ValueError):
+        store.find(KEY, "../")
+
+
 @pytest.mark.parametrize("key", MALFORMED_KEYS)
 def test_malformed_and_path_like_keys(store: Store, key: str) -> None:
     assert store.get("s1", key) is None

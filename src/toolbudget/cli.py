@@ -17,6 +17,7 @@ install them when they are missing.
 from __future__ import annotations
 
 import os
+import re
 import sys
 import warnings
 from collections.abc import Callable, Iterator, Mapping
@@ -621,6 +622,37 @@ def replay(
         outcomes.append(outcome.as_dict())
     if report:
         Path(report).write_bytes(dumps(outcomes if every else outcomes[0], indent=True))
+
+
+@main.command("mcp")
+@click.option("--store", "store_url", help="Archive store URL (the policy's store by default).")
+@click.option("--session", callback=_session_id, help="Answer only from this session's archive.")
+@click.option("--tenant", help="Answer only from this proxy tenant's sessions (16 hex digits).")
+@click.option(
+    "--transport", type=click.Choice(["stdio", "streamable-http"]), default="stdio", show_default=True
+)
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address for streamable HTTP.")
+@click.option("--port", type=click.IntRange(1, 65535), default=8788, show_default=True)
+@friendly
+def mcp_command(
+    store_url: str | None, session: str | None, tenant: str | None, transport: str, host: str, port: int
+) -> None:
+    """Serve the recall tool over MCP, from the store the library and the proxy write to."""
+    from .mcpserver import RecallServer, build_server
+
+    if tenant is not None and not re.fullmatch(r"[0-9a-f]{16}", tenant):
+        fail(f"--tenant is the 16 hex digits of a proxy tenant, not {tenant!r:.80}")
+    try:
+        import mcp  # noqa: F401
+    except ImportError:
+        fail("toolbudget mcp needs the mcp package: pip install 'toolbudget[mcp]'")
+    policy = Policy.load()
+    with open_store(store_url or policy.store) as store:
+        server = build_server(RecallServer(store, policy=policy, session=session, tenant=tenant))
+        if transport == "stdio":
+            server.run("stdio")
+        else:
+            server.run("streamable-http", host=host, port=port)
 
 
 @main.command("config")

@@ -37,14 +37,14 @@ that is no regular expression at all is matched as plain text.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
 import re2
 
-from .errors import InputError
+from .errors import InputError, NotFoundError, StoreError
 from .marker import KEY_RE, RECALL_TOOL
 
 __all__ = [
@@ -273,6 +273,24 @@ def _shown(value: Any) -> str:
     except (ValueError, RecursionError):
         text = type(value).__name__
     return text if len(text) <= _SHOWN else text[: _SHOWN - 1] + "…"
+
+
+def answer(arguments: Mapping[str, Any] | str, original: Callable[[str], str], max_chars: int) -> str:
+    """The answer to one recall call: a page of ``original(key)``, or a one-line reason.
+
+    ``original`` reads the archive (raising :class:`NotFoundError` or
+    :class:`StoreError`); the session and the MCP server give their own. The
+    arguments are the model's, so nothing they hold gets an exception out.
+    """
+    try:
+        query = parse_query(arguments)
+        return recall_page(original(query.key), query, max_chars)
+    except (InputError, NotFoundError) as exc:
+        return reason_line(f"{RECALL_TOOL}: {exc}", max_chars)
+    except StoreError as exc:
+        return reason_line(f"{RECALL_TOOL}: the archive could not be read: {exc}", max_chars)
+    except UnicodeDecodeError:
+        return reason_line(f"{RECALL_TOOL}: the archived entry is not UTF-8 text", max_chars)
 
 
 def reason_line(reason: str, max_chars: int) -> str:

@@ -35,14 +35,15 @@ from .budget import Archive, Budgeted, Cut, Unreachable, cut_fresh, enforce
 from .compaction import Schedule
 from .errors import InputError, NotFoundError, StoreConfigError, StoreError
 from .jsonio import dumps, in_order_of, loads_exact, to_body, with_literals
-from .marker import RECALL_TOOL, is_recall_tool
+from .marker import is_recall_tool
 from .measure import message_chars, request_chars, request_texts, tokens_of
 from .model import Request, Text, ToolCall
 from .models import context_window
 from .pairing import Repair, repair_request
 from .policy import Policy
 from .previews import Preview
-from .recall import parse_query, reason_line, recall_page, valid_key
+from .recall import answer as answer_recall
+from .recall import recall_page, valid_key
 from .store import DirStore, MemoryStore, Store, open_store
 from .store.dir import default_dir_root
 from .store.guard import Deadline, StoreGuard
@@ -835,17 +836,7 @@ class Session:
         anything outside the grammar of :mod:`toolbudget.recall` is answered
         with what is wrong, never with an exception or a wrong page.
         """
-        cap = self.policy.recall_max_chars
-        try:
-            query = parse_query(arguments)
-            text = self.original(query.key)
-            return recall_page(text, query, cap)
-        except (InputError, NotFoundError) as exc:
-            return reason_line(f"{RECALL_TOOL}: {exc}", cap)
-        except StoreError as exc:
-            return reason_line(f"{RECALL_TOOL}: the archive could not be read: {exc}", cap)
-        except UnicodeDecodeError:
-            return reason_line(f"{RECALL_TOOL}: the archived entry is not UTF-8 text", cap)
+        return answer_recall(arguments, self.original, self.policy.recall_max_chars)
 
     # --- lifetime --------------------------------------------------------------------
 

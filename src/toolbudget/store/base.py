@@ -31,6 +31,7 @@ small enough that a forgotten archive never fills a disk."""
 
 _KEY = re.compile(KEY_RE)
 _SAFE_SESSION = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
+_SAFE_PREFIX = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}|")
 _UNSAFE_RUN = re.compile(r"[^a-z0-9]+")
 
 
@@ -86,6 +87,12 @@ class Store(ABC):
       store is ever read.
     - ``path(session, key)`` is a file an agent's own read tool can open, for
       file-backed stores (``file_backed``) when the entry exists; else ``None``.
+    - ``find(key, within="")`` is ``get`` for a caller that holds a key but not
+      the session that wrote it (the MCP server): the bytes of ``key`` in any
+      session whose namespace name (see :func:`namespace`) begins with
+      ``within``, or ``None``. Keys are content hashes, so every session holding
+      a key holds the same bytes. ``within`` is a safe prefix (such as a
+      tenant's ``<tenant>-``), ``""`` for the whole store.
     - ``keys(session)`` lists the session's live keys, sorted; listing is not an
       access. ``drop(session)`` removes everything of a session.
     - ``missing(session, keys)`` says which of ``keys`` the store does not hold,
@@ -129,6 +136,15 @@ class Store(ABC):
             return None
         self._check_open()
         return self._get(session, key)
+
+    def find(self, key: str, within: str = "") -> bytes | None:
+        """The bytes kept under ``key`` by any session whose namespace begins with ``within``."""
+        if not isinstance(within, str) or not _SAFE_PREFIX.fullmatch(within):
+            raise ValueError(f"a namespace prefix is up to 64 of [a-z0-9._-], not {within!r:.80}")
+        if not is_key(key):
+            return None
+        self._check_open()
+        return self._find(key, within)
 
     def path(self, session: str, key: str) -> str | None:
         """A readable file holding the entry, for file-backed stores."""
@@ -241,6 +257,9 @@ class Store(ABC):
 
     def _missing(self, session: str, keys: list[str]) -> set[str]:
         return {key for key in keys if self._get(session, key) is None}
+
+    @abstractmethod
+    def _find(self, key: str, within: str) -> bytes | None: ...
 
     @abstractmethod
     def _keys(self, session: str) -> list[str]: ...

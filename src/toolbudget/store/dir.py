@@ -399,18 +399,30 @@ class DirStore(Store):
         directory = self._existing_session_dir(session)
         if directory is None:
             return None
-        file = os.path.join(directory, _RESULTS, key + _SUFFIX)
+        return _read(os.path.join(directory, _RESULTS, key + _SUFFIX))
+
+    def _find(self, key: str, within: str) -> bytes | None:
+        head = _PREFIX + within
         try:
-            fd = os.open(file, os.O_RDONLY | _NOFOLLOW | _BINARY)
+            names = sorted(name for name in os.listdir(self.root) if name.startswith(head))
         except FileNotFoundError:
             return None
         except OSError as error:
-            raise StoreError(f"cannot read {file}: {_why(error)}") from error
-        try:
-            with os.fdopen(fd, "rb") as handle:
-                return handle.read()
-        except OSError as error:
-            raise StoreError(f"cannot read {file}: {_why(error)}") from error
+            raise StoreError(f"cannot list {self.root}: {_why(error)}") from error
+        for name in names:
+            directory = os.path.join(self.root, name)
+            try:
+                info = os.lstat(directory)
+            except FileNotFoundError:
+                continue
+            except OSError as error:
+                raise StoreError(f"cannot look at {directory}: {_why(error)}") from error
+            if not stat.S_ISDIR(info.st_mode) or info.st_uid != _uid(info):
+                continue  # only our own session directories
+            data = _read(os.path.join(directory, _RESULTS, key + _SUFFIX))
+            if data is not None:
+                return data
+        return None
 
     def _path(self, session: str, key: str) -> str | None:
         directory = self._existing_session_dir(session)
@@ -572,6 +584,21 @@ def _pid_alive(pid: int) -> bool:
     except OSError:
         return True
     return True
+
+
+def _read(file: str) -> bytes | None:
+    """An entry's bytes, or ``None`` when it is absent; a link is never followed."""
+    try:
+        fd = os.open(file, os.O_RDONLY | _NOFOLLOW | _BINARY)
+    except FileNotFoundError:
+        return None
+    except OSError as error:
+        raise StoreError(f"cannot read {file}: {_why(error)}") from error
+    try:
+        with os.fdopen(fd, "rb") as handle:
+            return handle.read()
+    except OSError as error:
+        raise StoreError(f"cannot read {file}: {_why(error)}") from error
 
 
 def _mtime(path: str) -> float | None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 
-from .base import Store
+from .base import Store, namespace
 
 __all__ = ["MemoryStore"]
 
@@ -33,6 +33,13 @@ class MemoryStore(Store):
     def _get(self, session: str, key: str) -> bytes | None:
         with self._lock:
             return self._entries.get((session, key))
+
+    def _find(self, key: str, within: str) -> bytes | None:
+        with self._lock:
+            held = sorted(
+                owner for (owner, k) in self._entries if k == key and namespace(owner).startswith(within)
+            )
+            return self._entries[(held[0], key)] if held else None
 
     def _missing(self, session: str, keys: list[str]) -> set[str]:
         with self._lock:

@@ -130,6 +130,22 @@ class RedisStore(Store):
             self._fail(f"check {len(keys)} entries", error)
         return {key for key, held in zip(keys, found, strict=True) if not held}
 
+    def _find(self, key: str, within: str) -> bytes | None:
+        # No namespace holds ":", so the pattern's "*" stays inside the namespace.
+        pattern = f"{PREFIX}:{within}*:{key}".encode("ascii")
+        try:
+            names = sorted(
+                name if isinstance(name, bytes) else name.encode()
+                for name in self._client.scan_iter(match=pattern, count=_BATCH)
+            )
+            for name in names:
+                value = self._client.getex(name, px=self._ttl_ms)
+                if isinstance(value, bytes):
+                    return value
+        except self._errors as error:
+            self._fail(f"find {key}", error)
+        return None
+
     def _keys(self, session: str) -> list[str]:
         start = len(self._head(session))
         return [name[start:].decode("ascii") for name in self._scan(session)]

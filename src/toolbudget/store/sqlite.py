@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from ..errors import InputError, StoreError
-from .base import DEFAULT_MAX_BYTES, DEFAULT_TTL, Store
+from .base import DEFAULT_MAX_BYTES, DEFAULT_TTL, Store, namespace
 
 IN_USE_SECONDS = 60.0
 """Entries used this recently are never evicted to make room."""
@@ -54,6 +54,7 @@ CREATE TABLE IF NOT EXISTS entries (
     UNIQUE (session, key)
 );
 CREATE INDEX IF NOT EXISTS entries_by_atime ON entries (atime);
+CREATE INDEX IF NOT EXISTS entries_by_key ON entries (key);
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
 INSERT OR IGNORE INTO meta (name, value) VALUES ('total_bytes', 0);
 CREATE TRIGGER IF NOT EXISTS entries_added AFTER INSERT ON entries BEGIN
@@ -153,6 +154,20 @@ class SqliteStore(Store):
         self._touch([row[0]], now)
         data: bytes = row[1]
         return data
+
+    def _find(self, key: str, within: str) -> bytes | None:
+        now = self._clock()
+        with self._transaction("find " + key, write=False) as conn:
+            rows = conn.execute(
+                "SELECT id, session, data FROM entries WHERE key = ? AND atime >= ? ORDER BY session",
+                (key, now - self.ttl),
+            ).fetchall()
+        for row_id, session, data in rows:
+            if namespace(session.decode("utf-8", "surrogatepass")).startswith(within):
+                self._touch([row_id], now)
+                found: bytes = data
+                return found
+        return None
 
     def _missing(self, session: str, keys: list[str]) -> set[str]:
         now = self._clock()

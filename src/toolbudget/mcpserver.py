@@ -1,0 +1,144 @@
+"""``toolbudget mcp``: recall over MCP, for agents that take their tools from MCP servers.
+
+Coding agents (Claude Code, Codex, Gemini CLI) register tools through MCP,
+not through a tool list a library can extend. This server gives them the
+recall tool, answering from the same store the library and the proxy write
+to, so a marker's key is recalled whichever of them made the cut.
+
+Two tools, whose definitions never change: a tool list that grew with the
+archive's keys would change the prompt's tool section on every cut and so
+break the provider's prompt cache.
+
+- ``recall(key, lines, grep, chars)``: a page of an archived original, with
+  the same grammar, pages and cap as :meth:`toolbudget.Session.handle_recall`.
+- ``stats(session)``: what a session's archive holds (entries and characters).
+
+Which entries a key reaches (the security property, stated in the README): a
+key is a content hash, so only someone who saw its marker, or the text
+itself, can name it. Without ``session`` or ``tenant`` the server answers a
+key from any session of its store: the store is one user's own, like any
+file they can read. With ``tenant`` (the proxy's namespace of one credential)
+it answers only from that tenant's sessions, and with ``session`` only from
+that session: a key of another answers "not found", exactly as for a key that
+never existed.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import orjson
+from pydantic import Field
+
+from .budget import FORM_PREFIX
+from .errors import InputError, NotFoundError
+from .policy import Policy
+from .recall import RECALL_DESCRIPTION, RECALL_PARAMETERS, answer, valid_key
+from .store import Store
+
+__all__ = ["RecallServer", "build_server"]
+
+INSTRUCTIONS = (
+    "Tool results that were too long for the context were cut; each cut ends with a marker naming a "
+    "key (<<tb:KEY>>). Call recall with that key to read what was cut, a page at a time."
+)
+
+
+def _said(name: str) -> str:
+    description: str = RECALL_PARAMETERS["properties"][name]["description"]
+    return description
+
+
+Key = Annotated[str, Field(description=_said("key"))]
+Lines = Annotated[str | None, Field(description=_said("lines"))]
+Grep = Annotated[str | None, Field(description=_said("grep"))]
+Chars = Annotated[str | None, Field(description=_said("chars"))]
+
+
+class RecallServer:
+    """The answers of the MCP tools, over one store: kept apart from MCP so any transport can use them."""
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        policy: Policy | None = None,
+        session: str | None = None,
+        tenant: str | None = None,
+    ) -> None:
+        self.store = store
+        self.policy = policy or Policy()
+        self.tenant = tenant
+        self.session = None if session is None else self._in_tenant(session)
+
+    def _in_tenant(self, session: str) -> str:
+        if self.tenant is None or session.startswith(f"{self.tenant}-"):
+            return session
+        return f"{self.tenant}-{session}"
+
+    def original(self, key: str) -> str:
+        """The original under ``key``, from the sessions this server may read."""
+        if not valid_key(key):
+            raise NotFoundError(f"not found: {key[:80]!r} is not a toolbudget key")
+        if self.session is not None:
+            data = self.store.get(self.session, key)
+        else:
+            data = self.store.find(key, "" if self.tenant is None else f"{self.tenant}-")
+        if data is None:
+            raise NotFoundError(f"not found: no archived output has key {key}")
+        return data.decode("utf-8", "surrogatepass")
+
+    def recall(self, arguments: dict[str, Any]) -> str:
+        return answer(arguments, self.original, self.policy.recall_max_chars)
+
+    def stats(self, session: str | None) -> str:
+        """A session's archive, as one JSON line: entries and characters."""
+        if self.session is not None:
+            if session is not None and self._in_tenant(session) != self.session:
+                raise InputError(f"this server answers only for session {self.session}")
+            name = self.session
+        elif session is None:
+            raise InputError("stats needs a session id (this server was started without --session)")
+        else:
+            name = self._in_tenant(session)
+        entries = chars = 0
+        form = FORM_PREFIX.encode()
+        for key in self.store.keys(name):
+            data = self.store.get(name, key)
+            if data is None or data.startswith(form):
+                continue  # gone since listed, or the session's own record of what it sent
+            entries += 1
+            chars += len(data.decode("utf-8", "surrogatepass"))
+        return orjson.dumps({"session": name, "entries": entries, "chars": chars}).decode()
+
+
+def build_server(answers: RecallServer) -> Any:
+    """The MCP server (``mcp.server.mcpserver.MCPServer``) with ``recall`` and ``stats``."""
+    try:
+        from mcp.server.mcpserver import MCPServer
+        from mcp.types import ToolAnnotations
+    except ImportError as exc:  # pragma: no cover - the extra's own check
+        raise InputError("the MCP server needs the mcp package: pip install 'toolbudget[mcp]'") from exc
+
+    server = MCPServer(name="toolbudget", instructions=INSTRUCTIONS)
+    read_only = ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)
+    # Claude Code caps an MCP tool's text below a recall page unless the tool says how much it sends.
+    meta = {"anthropic/maxResultSizeChars": answers.policy.recall_max_chars}
+
+    @server.tool(name="recall", description=RECALL_DESCRIPTION, annotations=read_only, meta=meta)
+    def recall(key: Key, lines: Lines = None, grep: Grep = None, chars: Chars = None) -> str:
+        given = {"key": key, "lines": lines, "grep": grep, "chars": chars}
+        return answers.recall({k: v for k, v in given.items() if v is not None})
+
+    @server.tool(
+        name="stats",
+        description="What toolbudget archived for a session: the number of cut outputs and their characters.",
+        annotations=read_only,
+    )
+    def stats(session: str | None = None) -> str:
+        try:
+            return answers.stats(session)
+        except InputError as exc:
+            return f"stats: {exc}"
+
+    return server
