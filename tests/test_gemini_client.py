@@ -197,3 +197,32 @@ def test_what_cannot_be_managed_is_refused_and_a_single_turn_is_the_sdks_own() -
     names = [d["name"] for t in played.bodies[0]["tools"] for d in t["functionDeclarations"]]
     assert names == ["tool", "toolbudget_recall"]  # the caller's callable, and recall added once
     assert "tools" not in played.bodies[1]  # a single string turn: sent as the SDK makes it
+
+
+def test_the_example_agent_finishes_with_results_cut_recalled_and_every_request_valid() -> None:
+    import runpy
+    from pathlib import Path
+
+    import httpx
+
+    import toolbudget
+
+    example = runpy.run_path(str(Path(__file__).resolve().parents[1] / "examples" / "gemini_agent.py"))
+    sent: list[dict[str, Any]] = []
+
+    def model(request: httpx.Request) -> httpx.Response:
+        sent.append(orjson.loads(request.content))
+        answer: httpx.Response = example["scripted"](request)
+        return answer
+
+    http = httpx.Client(transport=httpx.MockTransport(model))
+    raw = genai.Client(api_key="offline", http_options=types.HttpOptions(httpx_client=http))
+    shown = example["run"](raw, "scripted")
+    assert len(shown) == 9 and len(sent) == 10  # eight searches, one recall, and the answer
+    assert all(toolbudget.MARKER_RE.search(text) for text in shown[:8])
+    assert all(len(text) < 60_000 / 5 for text in shown[:8])  # never the whole output
+    assert shown[8].splitlines()[1] == example["search_logs"]("q0").splitlines()[0]  # recalled, exactly
+    for body in sent:
+        assert toolbudget.validate(body, api="gemini") == []
+    offered = [d["name"] for t in sent[0]["tools"] for d in t["functionDeclarations"]]
+    assert offered == ["search_logs", toolbudget.RECALL_TOOL]
