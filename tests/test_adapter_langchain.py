@@ -36,7 +36,17 @@ from adapter_agent import (
     run_example,
     search_output,
 )
-from toolbudget import MARKER_RE, RECALL_TOOL, CallReport, Policy, Session, UpstreamError, validate
+from toolbudget import (
+    MARKER_RE,
+    RECALL_TOOL,
+    CallReport,
+    InputError,
+    Policy,
+    Session,
+    Sessions,
+    UpstreamError,
+    validate,
+)
 from toolbudget.adapters.langchain import ToolbudgetMiddleware
 
 __all__ = ["llama_url"]  # the fixture, used by name
@@ -270,3 +280,19 @@ def test_without_langchain_the_import_names_the_extra() -> None:
         check=True,
     ).stdout
     assert out.strip() == "toolbudget.adapters.langchain needs langchain: pip install 'toolbudget[langchain]'"
+
+
+def test_a_pool_gives_each_thread_its_session() -> None:
+    """With a Sessions pool, the LangGraph thread id names the session; without one, a one-line error."""
+    with Sessions(store="memory:") as pool:
+        model = scripted()
+        agent = create_agent(model, tools=[search_logs], middleware=[ToolbudgetMiddleware(pool)])
+        state = agent.invoke(
+            {"messages": [HumanMessage("Why do the parser tests fail?")]},
+            {"configurable": {"thread_id": "thread-7"}},
+        )
+        check_agent_run(model, state, pool.get("thread-7"))
+        with pytest.raises(InputError, match="thread id"):
+            create_agent(scripted(), tools=[search_logs], middleware=[ToolbudgetMiddleware(pool)]).invoke(
+                {"messages": [HumanMessage("again")]}
+            )

@@ -38,7 +38,7 @@ from adapter_agent import (
     run_example,
     search_output,
 )
-from toolbudget import MARKER_RE, RECALL_TOOL, CallReport, Policy, Session, UpstreamError, validate
+from toolbudget import MARKER_RE, RECALL_TOOL, CallReport, Policy, Session, Sessions, UpstreamError, validate
 from toolbudget.adapters.pydantic_ai import Toolbudget, _wire
 
 __all__ = ["llama_url"]  # the fixture, used by name
@@ -244,3 +244,12 @@ def test_without_pydantic_ai_the_import_names_the_extra() -> None:
         out.strip()
         == "toolbudget.adapters.pydantic_ai needs pydantic_ai: pip install 'toolbudget[pydantic-ai]'"
     )
+
+
+def test_a_pool_gives_each_conversation_its_session() -> None:
+    script = Script()
+    with Sessions(store="memory:") as pool:
+        agent = agent_with(FunctionModel(script), Toolbudget(pool))
+        assert run(agent, "Why do the parser tests fail?", conversation_id="conv-7").output == FINAL
+        searches = tool_texts(script.seen[-1], TOOL)
+        assert pool.get("conv-7").original(marker_keys(searches[:1])[0]) == search_output("q0")

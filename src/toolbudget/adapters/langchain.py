@@ -90,7 +90,10 @@ def _wire(request: ModelRequest[Any]) -> tuple[dict[str, Any], list[tuple[dict[s
     if isinstance(model, str):
         body["model"] = model
     if request.tools:
-        body["tools"] = [convert_to_openai_tool(tool) for tool in request.tools]
+        # a provider's own tool (a dict such as {"type": "web_search"}) is passed as given
+        body["tools"] = [
+            tool if isinstance(tool, dict) else convert_to_openai_tool(tool) for tool in request.tools
+        ]
     return body, list(zip(wire, messages, strict=True))
 
 
