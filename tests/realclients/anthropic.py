@@ -45,7 +45,9 @@ def check_pairing(body: Mapping[str, Any]) -> list[str]:
 
     Each ``tool_use`` needs exactly one ``tool_result`` at the start of the
     next message, which is the user's; each ``tool_result`` must answer a
-    ``tool_use`` of the message just before it.
+    ``tool_use`` of the message just before it. A history that ends on an
+    assistant message with calls is refused too: no client sends one, and a hop
+    that drops the last results must not pass.
     """
     messages = body.get("messages")
     if not isinstance(messages, list):
