@@ -22,13 +22,12 @@ server) so two runs of a test send the client the same bytes.
 
 from __future__ import annotations
 
-import asyncio
 import gzip
 import hashlib
 import threading
 import zlib
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -38,6 +37,7 @@ import toolbudget
 
 from . import anthropic, responses
 from .script import Reply, Script, Steps, Turn
+from .serving import ThreadedApp
 
 __all__ = ["CREDENTIAL_HEADERS", "Recorded", "Upstream"]
 
@@ -101,80 +101,47 @@ def _headers(request: web.Request) -> dict[str, str]:
     return out
 
 
-@dataclass
 class Upstream:
     """The scripted provider. Start it with :meth:`start` (or use it as a context manager).
 
     ``script`` answers the turns (requests that offer tools); ``context_limit`` is
     the window in estimated tokens (``None``: no limit); ``overflow_in_stream`` makes
     a streamed Responses overflow a ``response.failed`` event in a 200 stream
-    instead of an HTTP 400.
+    instead of an HTTP 400. A test may change them between client runs.
     """
 
-    script: Script = field(default_factory=lambda: Steps(()))
-    context_limit: int | None = None
-    overflow_in_stream: bool = False
-    side_text: str = "ok"
-    requests: list[Recorded] = field(default_factory=list)
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-    _counter: int = 0
-    _signatures: set[str] = field(default_factory=set, repr=False)
-    _turns: int = 0
-    _loop: asyncio.AbstractEventLoop | None = field(default=None, repr=False)
-    _runner: web.AppRunner | None = field(default=None, repr=False)
-    _thread: threading.Thread | None = field(default=None, repr=False)
-    port: int = 0
+    def __init__(
+        self,
+        script: Script | None = None,
+        *,
+        context_limit: int | None = None,
+        overflow_in_stream: bool = False,
+        side_text: str = "ok",
+    ) -> None:
+        self.script: Script = script if script is not None else Steps(())
+        self.context_limit = context_limit
+        self.overflow_in_stream = overflow_in_stream
+        self.side_text = side_text
+        self.requests: list[Recorded] = []
+        self._lock = threading.Lock()
+        self._counter = 0
+        self._turns = 0
+        self._signatures: set[str] = set()
+        self._server = ThreadedApp(self._handle, "scripted-upstream")
 
     # -- lifecycle -------------------------------------------------------------------------
 
     @property
     def url(self) -> str:
         """The root URL (no ``/v1``): what ``ANTHROPIC_BASE_URL`` takes."""
-        return f"http://127.0.0.1:{self.port}"
+        return self._server.url
 
     def start(self) -> Upstream:
-        ready = threading.Event()
-        failure: list[BaseException] = []
-
-        def run() -> None:
-            loop = asyncio.new_event_loop()
-            self._loop = loop
-            try:
-                loop.run_until_complete(self._serve())
-            except BaseException as exc:  # reported to the starting thread
-                failure.append(exc)
-                ready.set()
-                return
-            ready.set()
-            loop.run_forever()
-            loop.run_until_complete(self._runner.cleanup() if self._runner else asyncio.sleep(0))
-            loop.close()
-
-        self._thread = threading.Thread(target=run, name="scripted-upstream", daemon=True)
-        self._thread.start()
-        if not ready.wait(10):
-            raise RuntimeError("the scripted upstream did not start in 10 s")
-        if failure:
-            raise failure[0]
+        self._server.start()
         return self
 
-    async def _serve(self) -> None:
-        app = web.Application(client_max_size=256 * 1024 * 1024)
-        app.router.add_route("*", "/{tail:.*}", self._handle)
-        self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        sockets: list[Any] = list(getattr(site._server, "sockets", None) or [])
-        if not sockets:
-            raise RuntimeError("the scripted upstream has no listening socket")
-        self.port = int(sockets[0].getsockname()[1])
-
     def stop(self) -> None:
-        loop, thread = self._loop, self._thread
-        if loop is not None and thread is not None and thread.is_alive():
-            loop.call_soon_threadsafe(loop.stop)
-            thread.join(10)
+        self._server.stop()
 
     def __enter__(self) -> Upstream:
         return self.start()
