@@ -217,3 +217,35 @@ def test_claude_code_on_prompt_too_long(
         assert first_text == "[earlier conversation truncated for compaction retry]"
         assert messages[-1]["content"][0]["type"] == "tool_result"
         assert messages[-1]["content"][-1]["text"].startswith("CRITICAL: Respond with TEXT ONLY.")
+
+
+def test_claude_code_side_routes(
+    claude: Client, upstream: Upstream, agent_base_url: str, workdir: Path, client_home: Path
+) -> None:
+    """Model discovery (opt-in), a bearer token instead of a key, and ``count_tokens`` before a
+    request that has grown by a large read."""
+    project = make_project(workdir)
+    upstream.script = Steps([use("Read", file_path=str(project.log), allow_large=True)], final="Done.")
+    env = {
+        "CLAUDE_CODE_ENABLE_GATEWAY_MODEL_DISCOVERY": "1",
+        "ANTHROPIC_API_KEY": "",
+        "ANTHROPIC_AUTH_TOKEN": "offline-test-token",
+    }
+    run = run_claude(claude, agent_base_url, "Read the log.", cwd=workdir, home=client_home, env=env)
+    assert run.returncode == 0, run.describe()
+    routes = [(r.method, r.path, dict(r.query), r.answer) for r in upstream.requests]
+    assert routes == [
+        ("GET", "/v1/models", {"limit": "1000"}, "models"),
+        ("POST", "/v1/messages", {"beta": "true"}, "turn"),
+        ("POST", "/v1/messages/count_tokens", {"beta": "true"}, "count"),
+        ("POST", "/v1/messages", {"beta": "true"}, "turn"),
+    ]
+    for recorded in upstream.requests:
+        assert recorded.headers["authorization"] == "<redacted>" and "x-api-key" not in recorded.headers
+    # It counts the read's output alone, as one user message, before putting it in the history.
+    counted = upstream.requests[2].body
+    assert sorted(counted) == ["messages", "model", "tools"] and counted["tools"] == []
+    assert [m["role"] for m in counted["messages"]] == ["user"]
+    output = counted["messages"][0]["content"]
+    assert isinstance(output, str) and len(output) > 100_000
+    assert tool_results(upstream.requests[3].body).popitem()[1].startswith(output[:100_000])

@@ -177,3 +177,57 @@ def test_codex_on_context_overflow(
     assert [r.answer for r in upstream.requests] == ["turn", "overflow"]
     assert upstream.requests[1].status == (200 if in_stream else 400)
     assert_all_valid(upstream.conversation_requests())
+
+
+def test_codex_falls_back_from_a_refused_websocket(
+    codex: Client, upstream: Upstream, agent_base_url: str, workdir: Path, client_home: Path
+) -> None:
+    """With ``supports_websockets = true`` Codex asks for a WebSocket first; refused, it uses SSE."""
+    upstream.script = Steps([run_step("echo hi")], final="Bye.")
+    run = run_codex(
+        codex,
+        agent_base_url,
+        "Say hi.",
+        cwd=workdir,
+        home=client_home,
+        provider={"supports_websockets": True},
+    )
+    assert run.returncode == 0, run.describe()
+    assert "failed to connect to Responses WebSocket" in run.stderr
+    upgrades = [r for r in upstream.requests if r.method == "GET"]
+    assert len(upgrades) == 2
+    for attempt in upgrades:
+        assert attempt.path == "/v1/responses" and attempt.answer == "unknown"
+        assert attempt.headers["upgrade"] == "websocket"
+        assert attempt.headers["openai-beta"].startswith("responses_websockets=")
+    assert [r.answer for r in upstream.requests if r.method == "POST"] == ["turn", "turn"]
+
+
+def test_codex_compacts_by_itself_past_its_limit(
+    codex: Client, upstream: Upstream, agent_base_url: str, workdir: Path, client_home: Path
+) -> None:
+    """Past ``model_auto_compact_token_limit`` Codex asks the model for a summary (a request
+    with no tools) and goes on from it: the call and its big output leave the history."""
+    upstream.script = Steps([run_step("seq 1 20000"), run_step("echo hi")], final="Done.")
+    upstream.side_text = "Summary: counted to 20000."
+    config = {**BIG_OUTPUT, "model_auto_compact_token_limit": 15_000, "model_context_window": 50_000}
+    run = run_codex(codex, agent_base_url, "Count.", cwd=workdir, home=client_home, config=config)
+    assert run.returncode == 0, run.describe()
+    assert [r.answer for r in upstream.requests] == ["turn", "side", "turn", "turn"]
+    assert_all_valid(upstream.conversation_requests())
+    compaction, after = upstream.requests[1].body, upstream.requests[2].body
+    assert compaction["tools"] == []
+    ask = compaction["input"][-1]["content"][0]["text"]
+    assert ask.startswith("You are performing a CONTEXT CHECKPOINT COMPACTION.")
+    assert [i["type"] for i in compaction["input"][-3:-1]] == ["function_call", "function_call_output"]
+    assert not calls_of(after)
+    handoff = after["input"][-1]["content"][0]["text"]
+    assert handoff.startswith("Another language model started to solve this problem")
+    assert "Summary: counted to 20000." in handoff
+    keys = {r.body["prompt_cache_key"] for r in upstream.requests}
+    assert len(keys) == 1  # one conversation id before and after
+    kinds = [orjson.loads(r.headers["x-codex-turn-metadata"])["request_kind"] for r in upstream.requests]
+    assert kinds == ["turn", "compaction", "turn", "turn"]
+    # The window id counts compactions: a proxy keying its cache on it starts afresh there.
+    windows = [r.headers["x-codex-window-id"].rsplit(":", 1)[1] for r in upstream.requests]
+    assert windows == ["0", "0", "1", "1"]

@@ -153,15 +153,20 @@ def run_claude(
     return _run(argv, cwd, full_env, timeout)
 
 
-def codex_config(base_url: str, *, extra: Mapping[str, Any] | None = None) -> str:
-    """A ``config.toml`` whose only provider is ``base_url`` (the root; ``/v1`` is added)."""
+def codex_config(
+    base_url: str, *, extra: Mapping[str, Any] | None = None, provider: Mapping[str, Any] | None = None
+) -> str:
+    """A ``config.toml`` whose only provider is ``base_url`` (the root; ``/v1`` is added).
+
+    ``extra`` adds top-level keys; ``provider`` adds or overrides keys of the provider entry.
+    """
 
     def toml(value: Any) -> str:
         return orjson.dumps(value).decode()  # strings, numbers and booleans read the same in TOML
 
     top = {"model": CODEX_MODEL, "model_provider": "scripted", **(extra or {})}
     lines = [f"{key} = {toml(value)}" for key, value in top.items()]
-    provider = {
+    entry = {
         "name": "scripted",
         "base_url": base_url.rstrip("/") + "/v1",
         "env_key": "SCRIPTED_OPENAI_KEY",
@@ -169,9 +174,10 @@ def codex_config(base_url: str, *, extra: Mapping[str, Any] | None = None) -> st
         "supports_websockets": False,
         "request_max_retries": 0,
         "stream_max_retries": 0,
+        **(provider or {}),
     }
     lines.append("[model_providers.scripted]")
-    lines += [f"{key} = {toml(value)}" for key, value in provider.items()]
+    lines += [f"{key} = {toml(value)}" for key, value in entry.items()]
     return "\n".join(lines) + "\n"
 
 
@@ -183,14 +189,15 @@ def run_codex(
     cwd: Path,
     home: Path,
     config: Mapping[str, Any] | None = None,
+    provider: Mapping[str, Any] | None = None,
     env: Mapping[str, str] | None = None,
     timeout: float = 90,
 ) -> Run:
-    """``codex exec --json PROMPT`` with ``base_url`` as its only provider."""
+    """``codex exec --json PROMPT`` with ``base_url`` as its only provider (see :func:`codex_config`)."""
     codex_home = home / "codex"
     codex_home.mkdir(parents=True, exist_ok=True)
     (home / "tmp").mkdir(parents=True, exist_ok=True)
-    (codex_home / "config.toml").write_text(codex_config(base_url, extra=config))
+    (codex_home / "config.toml").write_text(codex_config(base_url, extra=config, provider=provider))
     full_env = {
         **_base_env(home),
         "CODEX_HOME": str(codex_home),
