@@ -14,6 +14,7 @@ import orjson
 import pytest
 
 from realclients.clients import Run, run_claude
+from realclients.hops import Hop, whole_or_cut
 from realclients.install import Client
 from realclients.project import SENTINEL, make_project
 from realclients.script import Reply, Steps, Turn, say, use
@@ -83,7 +84,7 @@ def assert_all_valid(requests: list[Recorded]) -> None:
 
 
 def test_claude_code_runs_a_long_tool_loop(
-    claude: Client, upstream: Upstream, agent_base_url: str, workdir: Path, client_home: Path
+    claude: Client, upstream: Upstream, hop: Hop, agent_base_url: str, workdir: Path, client_home: Path
 ) -> None:
     project = make_project(workdir)
     script = Steps(
@@ -135,20 +136,23 @@ def test_claude_code_runs_a_long_tool_loop(
     ]
     results = tool_results(last)
     texts = [results[c["id"]] for c in calls]
-    assert len(texts[0]) >= 110_000 and "\n21999\n22000" in texts[0]
-    assert len(texts[1]) >= 50_000 and "00000 INFO worker=0" in texts[1]
-    assert texts[2].count("ERROR") >= 90
-    assert calls[4]["input"]["file_path"] == str(project.archived)
-    assert SENTINEL in texts[4]
+    assert calls[4]["input"]["file_path"] == str(project.archived)  # the marker was followed
     assert "5000" in texts[5]
-    assert len(turns[-1].body and orjson.dumps(last)) >= 250_000
+    assert whole_or_cut(hop, texts[0], 110_000) and whole_or_cut(hop, texts[1], 50_000)
+    if hop.faithful:
+        assert "\n21999\n22000" in texts[0]
+        assert "00000 INFO worker=0" in texts[1]
+        assert texts[2].count("ERROR") >= 90
+        assert SENTINEL in texts[4]
+        assert turns[-1].size >= 250_000
 
     # Past the inline cap the client keeps the output itself and sends a 2 KB preview and a path.
     assert texts[8].startswith("<persisted-output>")
     assert len(texts[8]) < 4000
     saved = Path(calls[9]["input"]["file_path"])
     assert saved.is_relative_to(client_home / ".claude" / "projects")
-    assert texts[9].count("y" * 100) >= 100  # the saved file could be read while the session ran
+    # The saved file could be read while the session ran...
+    assert texts[9].count("y" * 100) >= 100 if hop.faithful else whole_or_cut(hop, texts[9], 20_000)
     # ... and is gone with the session (--no-session-persistence).
     assert not saved.exists()
 

@@ -14,6 +14,7 @@ import orjson
 import pytest
 
 from realclients.clients import Run, run_codex
+from realclients.hops import Hop, whole_or_cut
 from realclients.install import Client
 from realclients.project import SENTINEL, make_project
 from realclients.script import Reply, Steps, Turn, say, use
@@ -70,7 +71,7 @@ def assert_all_valid(requests: list[Recorded]) -> None:
 
 
 def test_codex_runs_a_long_tool_loop(
-    codex: Client, upstream: Upstream, agent_base_url: str, workdir: Path, client_home: Path
+    codex: Client, upstream: Upstream, hop: Hop, agent_base_url: str, workdir: Path, client_home: Path
 ) -> None:
     make_project(workdir)
     upstream.script = Steps(
@@ -112,12 +113,13 @@ def test_codex_runs_a_long_tool_loop(
     results = outputs(last)
     texts = [results[c["call_id"]] for c in calls]
     assert all("Process exited with code 0" in t for t in texts), texts
-    assert len(texts[0]) >= 340_000 and texts[0].rstrip().endswith("59999\n60000")
-    assert len(texts[1]) >= 200_000
-    assert texts[2].count("ERROR") == 100
+    assert whole_or_cut(hop, texts[0], 340_000) and whole_or_cut(hop, texts[1], 200_000)
     assert orjson.loads(calls[4]["arguments"])["cmd"].endswith("archive/k3y0f7h3cu7r3su1t0000001.txt")
-    assert SENTINEL in texts[4]
-    assert turns[-1].size >= 600_000
+    if hop.faithful:
+        assert texts[0].rstrip().endswith("59999\n60000")
+        assert texts[2].count("ERROR") == 100
+        assert SENTINEL in texts[4]
+        assert turns[-1].size >= 600_000
 
 
 def test_what_codex_sends(

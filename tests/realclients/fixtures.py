@@ -1,38 +1,22 @@
-"""Pytest fixtures for the real-client tests; a test module imports the ones it uses.
+"""Pytest fixtures for the real-client tests (a test module loads them with ``pytest_plugins``).
 
-``agent_base_url`` is the only URL a client is ever pointed at. It is built
-from :data:`HOPS`: each hop is a context manager that takes the upstream's
-root URL and yields the root URL a client should use, running whatever sits
-in between for as long as the test does. Today there is one hop, ``direct``
-(the upstream itself). Registering another (the proxy) in :data:`HOPS` runs
-every real-client test through it as well, under its own test id, with no
-change to any test: the assertions read what the upstream received, which is
-what the hop forwarded.
+``agent_base_url`` is the only URL a client is ever pointed at: the upstream,
+through the hop of this run. Each test runs once per hop in
+:data:`realclients.hops.HOPS` (see there for how to add one).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from .hops import HOPS, Hop
 from .install import Client, require_client
 from .upstream import Upstream
 
-__all__ = ["HOPS", "agent_base_url", "claude", "client_home", "codex", "direct", "upstream", "workdir"]
-
-
-@contextmanager
-def direct(upstream_url: str) -> Iterator[str]:
-    """No hop: the client talks to the upstream."""
-    yield upstream_url
-
-
-Hop = Callable[[str], AbstractContextManager[str]]
-
-HOPS: dict[str, Hop] = {"direct": direct}
+__all__ = ["agent_base_url", "claude", "client_home", "codex", "hop", "upstream", "workdir"]
 
 
 @pytest.fixture
@@ -43,10 +27,15 @@ def upstream() -> Iterator[Upstream]:
 
 
 @pytest.fixture(params=sorted(HOPS))
-def agent_base_url(request: pytest.FixtureRequest, upstream: Upstream) -> Iterator[str]:
+def hop(request: pytest.FixtureRequest) -> Hop:
+    """The hop of this run (each test runs once per hop in :data:`HOPS`)."""
+    return HOPS[request.param]
+
+
+@pytest.fixture
+def agent_base_url(hop: Hop, upstream: Upstream) -> Iterator[str]:
     """The root URL the client is pointed at: the upstream, through the hop of this run."""
-    hop = HOPS[request.param]
-    with hop(upstream.url) as url:
+    with hop.start(upstream.url) as url:
         yield url
 
 
