@@ -17,8 +17,10 @@ import openai
 import pytest
 
 from realclients import install, responses
+from realclients.hops import Hop, direct, whole_or_cut
 from realclients.script import Steps, Turn, say, use
 from realclients.upstream import CREDENTIAL_HEADERS, Upstream
+from toolbudget.marker import marker_line
 
 pytest_plugins = ["realclients.fixtures"]
 
@@ -307,3 +309,14 @@ def test_a_missing_client_skips_on_a_laptop_and_fails_under_ci(
     monkeypatch.setenv("TOOLBUDGET_REQUIRE_CLIENTS", "1")
     with pytest.raises(pytest.fail.Exception):
         install.require_client("claude")
+
+
+def test_a_large_result_is_whole_through_a_faithful_hop_and_may_be_cut_through_another() -> None:
+    faithful = Hop(direct, faithful=True)
+    cutting = Hop(direct, faithful=False)
+    whole = "x" * 1000
+    cut = "x" * 100 + "\n" + marker_line(900, 1000, key="a" * 16, path="/tmp/a.txt") + "\n"
+    assert whole_or_cut(faithful, whole, 1000) and whole_or_cut(cutting, whole, 1000)
+    assert not whole_or_cut(faithful, cut, 1000)
+    assert whole_or_cut(cutting, cut, 1000)
+    assert not whole_or_cut(cutting, "x" * 100, 1000)  # shortened without saying so
