@@ -194,12 +194,15 @@ def test_what_claude_code_sends(
 
 
 def test_claude_code_on_prompt_too_long(
-    claude: Client, upstream: Upstream, agent_base_url: str, workdir: Path, client_home: Path
+    claude: Client, upstream: Upstream, workdir: Path, client_home: Path
 ) -> None:
-    """A 400 ``prompt is too long`` makes Claude Code try to compact (twice), then give up."""
+    """A 400 ``prompt is too long`` makes Claude Code try to compact (twice), then give up.
+
+    This is the client's own answer to the provider's error, so it talks to the upstream
+    straight: a hop that manages the history would keep the error from happening."""
     upstream.script = Steps([use("Bash", command=f"seq 1 {BIG_BASH}", description="count")], final="Done.")
     upstream.context_limit = 15_000  # the first request fits (about 5,500); with the output it does not
-    run = run_claude(claude, agent_base_url, "Count.", cwd=workdir, home=client_home, settings=SETTINGS)
+    run = run_claude(claude, upstream.url, "Count.", cwd=workdir, home=client_home, settings=SETTINGS)
     assert run.returncode == 1, run.describe()
     result = result_of(run)
     assert result["is_error"] is True
@@ -224,7 +227,7 @@ def test_claude_code_on_prompt_too_long(
 
 
 def test_claude_code_side_routes(
-    claude: Client, upstream: Upstream, agent_base_url: str, workdir: Path, client_home: Path
+    claude: Client, upstream: Upstream, hop: Hop, agent_base_url: str, workdir: Path, client_home: Path
 ) -> None:
     """Model discovery (opt-in), a bearer token instead of a key, and ``count_tokens`` before a
     request that has grown by a large read."""
@@ -252,4 +255,5 @@ def test_claude_code_side_routes(
     assert [m["role"] for m in counted["messages"]] == ["user"]
     output = counted["messages"][0]["content"]
     assert isinstance(output, str) and len(output) > 100_000
-    assert tool_results(upstream.requests[3].body).popitem()[1].startswith(output[:100_000])
+    if hop.faithful:
+        assert tool_results(upstream.requests[3].body).popitem()[1].startswith(output[:100_000])

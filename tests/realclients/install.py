@@ -39,12 +39,12 @@ BINARIES = {"claude": "@anthropic-ai/claude-code", "codex": "@openai/codex"}
 
 
 def clients_dir() -> Path:
-    """``$TOOLBUDGET_CLIENTS_DIR``, else ``~/.cache/toolbudget-tests/npm`` (as setup.sh installs)."""
+    """``$TOOLBUDGET_CLIENTS_DIR``, else ``~/.cache/toolbudget-tests/npm``, as setup.sh installs.
+
+    Not under ``$XDG_CACHE_HOME``: the test session points that at a temporary directory.
+    """
     env = os.environ.get("TOOLBUDGET_CLIENTS_DIR")
-    if env:
-        return Path(env)
-    cache = os.environ.get("TOOLBUDGET_CLIENTS_CACHE") or str(Path.home() / ".cache")
-    return Path(cache) / "toolbudget-tests" / "npm"
+    return Path(env) if env else Path.home() / ".cache" / "toolbudget-tests" / "npm"
 
 
 def pinned() -> dict[str, str]:

@@ -14,7 +14,7 @@ advance it.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from toolbudget.marker import Marker, find_markers
@@ -83,19 +83,18 @@ Script = Callable[[Turn], Reply]
 Step = Reply | Callable[[Turn], Reply]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Steps:
-    """Plays ``steps`` in order, one per turn, then answers ``final``."""
+    """Plays ``steps`` in order, one per turn, then answers ``final``.
+
+    The upstream records each reply with its request (``Recorded.reply``).
+    """
 
     steps: Sequence[Step]
     final: str = "Done."
-    log: list[Reply] = field(default_factory=list, compare=False)
 
     def __call__(self, turn: Turn) -> Reply:
-        if turn.number < len(self.steps):
-            step = self.steps[turn.number]
-            reply = step(turn) if callable(step) else step
-        else:
-            reply = say(self.final)
-        self.log.append(reply)
-        return reply
+        if turn.number >= len(self.steps):
+            return say(self.final)
+        step = self.steps[turn.number]
+        return step(turn) if callable(step) else step

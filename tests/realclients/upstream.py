@@ -27,7 +27,7 @@ import hashlib
 import threading
 import zlib
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import orjson
@@ -245,12 +245,12 @@ class Upstream:
                 return _json_error(400, anthropic.error_body("invalid_request_error", violations[0]))
             return _json_error(400, responses.error_body(violations[0], code=None, param="input"))
         if self.context_limit is not None and tokens > self.context_limit:
-            self._record(_replace(recorded, answer="overflow", status=400))
+            in_stream = api == "openai-responses" and stream and self.overflow_in_stream
+            self._record(_replace(recorded, answer="overflow", status=200 if in_stream else 400))
             if api == "anthropic":
                 text = anthropic.overflow_message(tokens, self.context_limit)
                 return _json_error(400, anthropic.error_body("invalid_request_error", text))
-            if stream and self.overflow_in_stream:
-                self._record_fix_status(200)
+            if in_stream:
                 resp_id = f"resp_{self._next_id():06d}"
                 events = responses.failed_event(
                     responses.OVERFLOW_MESSAGE, code="context_length_exceeded", resp_id=resp_id, model=model
@@ -309,15 +309,8 @@ class Upstream:
         display = body.get("thinking", {}).get("display")
         return ("" if display == "omitted" else "Choosing the next step.", signature)
 
-    def _record_fix_status(self, status: int) -> None:
-        with self._lock:
-            last = self.requests[-1]
-            self.requests[-1] = _replace(last, status=status)
-
 
 def _replace(recorded: Recorded, **changes: Any) -> Recorded:
-    from dataclasses import replace
-
     return replace(recorded, **changes)
 
 
