@@ -118,8 +118,12 @@ def run_claude(
     settings: Mapping[str, Any] | None = None,
     env: Mapping[str, str] | None = None,
     timeout: float = 90,
+    extra: Sequence[str] = (),
 ) -> Run:
-    """``claude -p PROMPT`` pointed at ``base_url``; its stdout is the JSON result."""
+    """``claude -p PROMPT`` pointed at ``base_url``; its stdout is the JSON result.
+
+    ``extra`` are more arguments (``--mcp-config FILE``...).
+    """
     (home / "tmp").mkdir(parents=True, exist_ok=True)
     full_env = {
         **_base_env(home),
@@ -150,6 +154,7 @@ def run_claude(
     ]
     if settings:
         argv += ["--settings", orjson.dumps(dict(settings)).decode()]
+    argv += extra
     return _run(argv, cwd, full_env, timeout)
 
 
