@@ -791,5 +791,9 @@ def _name(source: str) -> str:
     return "standard input" if source == "-" else source
 
 
+from .proxy.command import proxy as _proxy  # noqa: E402  (after main: the group is added to it)
+
+main.add_command(_proxy)
+
 if __name__ == "__main__":  # pragma: no cover
     main()
