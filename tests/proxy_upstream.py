@@ -7,7 +7,7 @@ with cache counts included) or not. A body over ``limit_chars`` gets the
 provider's real overflow error (Anthropic's ``prompt is too long: N tokens >
 M maximum``, OpenAI's ``context_length_exceeded``), so the proxy's recovery
 meets the wording it meets in production. ``script`` holds answers to give
-instead, first in first out: a callable of the request, or a status and body.
+instead, first in first out: a status and body, or an async handler of the request.
 Any other path is echoed as JSON, with the body's length, so a passthrough
 test sees what arrived.
 """
@@ -15,7 +15,7 @@ test sees what arrived.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -40,7 +40,8 @@ class Received:
         return orjson.loads(self.body)
 
 
-Scripted = Callable[[Received], web.StreamResponse] | tuple[int, bytes]
+Scripted = Callable[[web.Request, Received], Awaitable[web.StreamResponse]] | tuple[int, bytes]
+"""A scripted answer: a status and a JSON body, or a handler of the request (it may stream)."""
 
 
 @dataclass
@@ -74,7 +75,7 @@ class ScriptedUpstream:
             step = self.script.pop(0)
             if isinstance(step, tuple):
                 return web.Response(status=step[0], body=step[1], content_type="application/json")
-            return step(got)
+            return await step(request, got)
         path = request.path
         try:
             if path == "/v1/messages/count_tokens":

@@ -349,7 +349,7 @@ def test_an_overflow_is_recovered_at_the_next_level_before_any_byte(tmp_path: Pa
 def test_an_answer_cut_off_by_max_tokens_is_escalated_and_returned_whole(
     proxy: RunningProxy, up: Any
 ) -> None:
-    def cut(_: Received) -> Any:
+    async def cut(request: Any, got: Received) -> Any:
         from aiohttp import web
 
         return web.json_response(
