@@ -55,6 +55,8 @@ class ScriptedUpstream:
     """Close the connection after this many stream events (an upstream that dies mid-stream)."""
     cancelled: int = 0
     """Requests whose client went away before their answer was finished."""
+    model: Callable[[Received], Scripted] | None = None
+    """Plays the model when the script is empty: given each request, it says how to answer."""
 
     def app(self) -> web.Application:
         app = web.Application(client_max_size=1 << 30)
@@ -76,6 +78,11 @@ class ScriptedUpstream:
             if isinstance(step, tuple):
                 return web.Response(status=step[0], body=step[1], content_type="application/json")
             return await step(request, got)
+        if self.model is not None:
+            chosen = self.model(got)
+            if isinstance(chosen, tuple):
+                return web.Response(status=chosen[0], body=chosen[1], content_type="application/json")
+            return await chosen(request, got)
         path = request.path
         try:
             if path == "/v1/messages/count_tokens":
@@ -269,6 +276,17 @@ def _events(api: str, text: str, size: int) -> list[bytes]:
             },
         ),
         _sse(
+            "response.content_part.added",
+            {
+                "type": "response.content_part.added",
+                "sequence_number": 1,
+                "item_id": "msg_1",
+                "output_index": 0,
+                "content_index": 0,
+                "part": {"type": "output_text", "text": "", "annotations": []},
+            },
+        ),
+        _sse(
             "response.output_text.delta",
             {
                 "type": "response.output_text.delta",
@@ -298,3 +316,63 @@ def upstream(scripted: ScriptedUpstream | None = None) -> Iterator[tuple[Scripte
         yield scripted, server.url
     finally:
         server.stop()
+
+
+def anthropic_events(message: dict[str, Any]) -> bytes:
+    """``message`` (a whole Messages reply) as the event stream the API would send for it."""
+    start = {**message, "content": [], "stop_reason": None, "stop_sequence": None}
+    out = [_sse("message_start", {"type": "message_start", "message": start})]
+    for index, block in enumerate(message["content"]):
+        if block["type"] == "tool_use":
+            opened = {**block, "input": {}}
+            delta = {"type": "input_json_delta", "partial_json": orjson.dumps(block["input"]).decode()}
+        else:
+            opened = {"type": "text", "text": ""}
+            delta = {"type": "text_delta", "text": block["text"]}
+        out.append(
+            _sse(
+                "content_block_start",
+                {"type": "content_block_start", "index": index, "content_block": opened},
+            )
+        )
+        out.append(
+            _sse("content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta})
+        )
+        out.append(_sse("content_block_stop", {"type": "content_block_stop", "index": index}))
+    out.append(
+        _sse(
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": message["stop_reason"], "stop_sequence": None},
+                "usage": {"output_tokens": message["usage"]["output_tokens"]},
+            },
+        )
+    )
+    out.append(_sse("message_stop", {"type": "message_stop"}))
+    return b"".join(out)
+
+
+def anthropic_reply(content: list[dict[str, Any]], stop: str = "end_turn") -> Scripted:
+    """A scripted Messages answer holding ``content``, streamed when the request asks for a stream."""
+
+    async def handler(request: web.Request, got: Received) -> web.StreamResponse:
+        message = {
+            "id": "msg_s",
+            "type": "message",
+            "role": "assistant",
+            "model": "claude-test",
+            "content": content,
+            "stop_reason": stop,
+            "stop_sequence": None,
+            "usage": {"input_tokens": len(got.body) // 4, "output_tokens": 9},
+        }
+        if got.json().get("stream") is not True:
+            return web.json_response(message)
+        answer = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await answer.prepare(request)
+        await answer.write(anthropic_events(message))
+        await answer.write_eof()
+        return answer
+
+    return handler
