@@ -349,7 +349,10 @@ class Proxy:
         parts = request.path.split("/")
         if len(parts) != 5 or not parts[3] or not parts[4]:
             return _error("openai", 404, "use /toolbudget/recall/SESSION/KEY")
-        session = self.sessions.get(f"{tenant_of(request.headers)}-{parts[3]}")
+        tenant = tenant_of(request.headers)
+        # The id as the client names it, or as x-toolbudget-session shows it: in the caller's namespace.
+        named = parts[3] if parts[3].startswith(f"{tenant}-") else f"{tenant}-{parts[3]}"
+        session = self.sessions.get(named)
         try:
             text = session.original(parts[4])
         except NotFoundError as exc:
