@@ -55,8 +55,10 @@ class ProxyProcess:
                 str(self.port),
                 "--upstream",
                 upstream_url,
-            ]
-            + ["--store", store, "--report-headers"],
+                "--store",
+                store,
+                "--report-headers",
+            ],
             env=env,
             cwd=cwd,
             stdout=subprocess.DEVNULL,
