@@ -58,7 +58,7 @@ def chat_history() -> list[Any]:
 def test_a_history_over_the_real_window_is_refused_directly_and_answered_through_the_proxy(
     llama_url: str, proxy: RunningProxy
 ) -> None:
-    tools = [{"type": "function", "function": {"name": "bash", "parameters": {"type": "object"}}}]
+    tools: Any = [{"type": "function", "function": {"name": "bash", "parameters": {"type": "object"}}}]
     direct = openai.OpenAI(base_url=llama_url + "/v1", api_key="none", max_retries=0)
     with pytest.raises(openai.BadRequestError, match="context"):
         direct.chat.completions.create(model="smollm2", messages=chat_history(), tools=tools, max_tokens=8)
@@ -67,7 +67,7 @@ def test_a_history_over_the_real_window_is_refused_directly_and_answered_through
         model="smollm2", messages=chat_history(), tools=tools, max_tokens=8
     )
     assert answer.choices[0].message is not None
-    streamed = through.chat.completions.create(
+    streamed: Any = through.chat.completions.create(
         model="smollm2", messages=chat_history(), tools=tools, max_tokens=8, stream=True
     )
     assert any(chunk.choices for chunk in streamed)
@@ -83,7 +83,7 @@ def test_the_anthropic_sdk_streams_through_the_proxy_to_the_real_server(proxy: R
         },
         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": LOG}]},
     ]
-    tools = [{"name": "bash", "description": "Run a command.", "input_schema": {"type": "object"}}]
+    tools: Any = [{"name": "bash", "description": "Run a command.", "input_schema": {"type": "object"}}]
     with client.messages.stream(model="smollm2", max_tokens=8, messages=messages, tools=tools) as events:
         reply = events.get_final_message()
     assert reply.role == "assistant" and reply.usage.input_tokens > 0
