@@ -436,3 +436,49 @@ def test_report_headers_are_off_by_default_and_on_when_asked(up: Any, tmp_path: 
         assert int(answer.headers["x-toolbudget-tokens-after"]) < int(
             answer.headers["x-toolbudget-tokens-before"]
         )
+
+
+def gemini_body() -> dict[str, Any]:
+    return {
+        "systemInstruction": {"parts": [{"text": "You are a coding agent."}]},
+        "contents": [
+            {"role": "user", "parts": [{"text": "build it"}]},
+            {"role": "model", "parts": [{"functionCall": {"name": "bash", "args": {"cmd": "make"}}}]},
+            {"role": "user", "parts": [{"functionResponse": {"name": "bash", "response": {"output": BIG}}}]},
+        ],
+        "tools": [{"functionDeclarations": [{"name": "bash", "parameters": {"type": "object"}}]}],
+    }
+
+
+@pytest.mark.parametrize("action", ["generateContent", "streamGenerateContent?alt=sse", "countTokens"])
+def test_gemini_calls_are_managed_on_their_own_paths(proxy: RunningProxy, up: Any, action: str) -> None:
+    path = f"/v1beta/models/gemini-2.5-flash:{action}"
+    answer = post(proxy, path, gemini_body(), **{"x-goog-api-key": "AIza-test"})
+    assert answer.status_code == 200, answer.text
+    got = last(up)
+    assert got.path_qs == path and got.headers["x-goog-api-key"] == "AIza-test"
+    assert MARKER_RE.search(got.body.decode()) is not None
+    assert len(got.body) < len(BIG) / 4
+    assert got.json()["tools"] == gemini_body()["tools"]
+
+
+def test_an_upstream_slower_than_the_read_timeout_gets_a_provider_style_504(tmp_path: Path) -> None:
+    import asyncio
+
+    from aiohttp import web
+
+    async def stall(request: web.Request, _: Received) -> web.StreamResponse:
+        await asyncio.sleep(30)
+        return web.Response()
+
+    with upstream(ScriptedUpstream(script=[stall, stall])) as (_, url):
+        config = ProxyConfig(
+            upstreams=upstreams_of(url), store=f"dir:{tmp_path}", policy=Policy(), read_timeout=0.3
+        )
+        with running(config) as proxy:
+            answer = post(proxy, "/v1/messages", tool_history())
+            assert answer.status_code == 504
+            assert answer.json()["error"]["type"] == "timeout_error"
+            gemini = post(proxy, "/v1beta/models/g:generateContent", gemini_body())
+            assert gemini.status_code == 504 and gemini.json()["error"]["status"] == "DEADLINE_EXCEEDED"
+            assert httpx.get(proxy.url + "/healthz").status_code == 200

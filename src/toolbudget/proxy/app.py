@@ -193,15 +193,15 @@ class Proxy:
         except UpstreamError as exc:
             self._count_call(call, None)
             return self._done(route, _upstream_error(exc), started)
+        except TimeoutError:  # before ClientError: aiohttp's read timeout is both
+            self._count_call(call, None)
+            message = f"the upstream sent nothing for {self.config.read_timeout:g} s"
+            return self._done(route, _error(route.family, 504, message), started)
         except (ClientError, OSError) as exc:
             self._count_call(call, None)
             return self._done(
                 route, _error(route.family, 502, f"the upstream could not be reached: {exc}"), started
             )
-        except TimeoutError:
-            self._count_call(call, None)
-            message = f"the upstream sent nothing for {self.config.read_timeout:g} s"
-            return self._done(route, _error(route.family, 504, message), started)
         self._count_call(call, outcome.report)
         if stream:
             return await self._stream_back(request, route, outcome, started)
@@ -285,13 +285,13 @@ class Proxy:
             answer = await self._send(url, out_headers, data, stream=False)
         except UpstreamError as exc:
             return self._done(route, _upstream_error(exc), started)
+        except TimeoutError:  # before ClientError: aiohttp's read timeout is both
+            message = f"the upstream sent nothing for {self.config.read_timeout:g} s"
+            return self._done(route, _error(route.family, 504, message), started)
         except (ClientError, OSError) as exc:
             return self._done(
                 route, _error(route.family, 502, f"the upstream could not be reached: {exc}"), started
             )
-        except TimeoutError:
-            message = f"the upstream sent nothing for {self.config.read_timeout:g} s"
-            return self._done(route, _error(route.family, 504, message), started)
         response = web.Response(status=answer.status, body=answer.body)
         _copy_headers(response, answer.headers)
         return self._done(route, response, started)
@@ -312,13 +312,13 @@ class Proxy:
                 headers=forwarded(request.headers.items()),
                 allow_redirects=False,
             )
+        except TimeoutError:  # before ClientError: aiohttp's read timeout is both
+            message = f"the upstream sent nothing for {self.config.read_timeout:g} s"
+            return self._done(route, _error(route.family, 504, message), started)
         except (ClientError, OSError) as exc:
             return self._done(
                 route, _error(route.family, 502, f"the upstream could not be reached: {exc}"), started
             )
-        except TimeoutError:
-            message = f"the upstream sent nothing for {self.config.read_timeout:g} s"
-            return self._done(route, _error(route.family, 504, message), started)
         answer = web.StreamResponse(status=upstream.status, reason=upstream.reason)
         _copy_headers(answer, upstream.raw_headers)
         if upstream.headers.get("content-length") is not None and request.method != "HEAD":
