@@ -369,8 +369,9 @@ def overhead(args: argparse.Namespace) -> None:
         upstream = f"http://127.0.0.1:{up_port}"
         store = f"dir:{Path(os.environ.get('TMPDIR', '/tmp')) / f'toolbudget-bench-{os.getpid()}'}"
         with process(
-            "-m", "toolbudget", "proxy", "--port", str(proxy_port), "--upstream", upstream, "--store", store
-        ):
+            "-m", "toolbudget", "proxy", "--port", str(proxy_port), "--upstream", upstream, "--store", store,
+            "--workers", str(args.workers),
+        ):  # fmt: skip
             wait_for(proxy_port)
             proxy = f"http://127.0.0.1:{proxy_port}"
             for stream in (False, True):
@@ -478,6 +479,7 @@ def main() -> None:
         one = sub.add_parser(name)
         one.add_argument("--clients", type=int, default=clients)
         one.add_argument("--requests", type=int, default=requests)
+        one.add_argument("--workers", type=int, default=1, help="the proxy's worker processes")
     soaking = sub.add_parser("soak")
     soaking.add_argument("--clients", type=int, default=200)
     soaking.add_argument("--seconds", type=int, default=60)

@@ -101,3 +101,32 @@ def test_the_command_serves_the_proxy(tmp_path: Path) -> None:
             _, err = process.communicate(timeout=30)
     logged = err.decode()
     assert '"api":"openai-chat"' in logged and "Bearer k" not in logged
+
+
+def test_workers_share_the_port_and_stop_with_the_command(tmp_path: Path) -> None:
+    port = free_port()
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    with upstream() as (_, url):
+        command = [sys.executable, "-m", "toolbudget", "proxy", "--port", str(port), "--upstream", url]
+        process = subprocess.Popen(
+            [*command, "--store", f"dir:{tmp_path}", "--workers", "2"],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        base = f"http://127.0.0.1:{port}"
+        try:
+            for _ in range(400):
+                try:
+                    if httpx.get(base + "/healthz", timeout=1).status_code == 200:
+                        break
+                except httpx.TransportError:
+                    time.sleep(0.05)
+            body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+            answers = [httpx.post(base + "/v1/chat/completions", json=body) for _ in range(6)]
+            assert all(a.status_code == 200 for a in answers)
+        finally:
+            process.terminate()
+            assert process.wait(timeout=60) == 0
+    with pytest.raises(httpx.TransportError):
+        httpx.get(base + "/healthz", timeout=2)  # no worker was left behind

@@ -62,6 +62,9 @@ def _policy(config: str | None) -> Policy:
 @click.option("--store", "store_url", help="Archive store URL (dir: by default: paths the agent can read).")
 @click.option("--config", "config_file", type=click.Path(dir_okay=False), help="A toolbudget.toml to use.")
 @click.option("--report-headers", is_flag=True, help="Add x-toolbudget-* headers to answers.")
+@click.option(
+    "--workers", default=1, show_default=True, type=click.IntRange(1, 256), help="Processes sharing the port."
+)
 @click.pass_context
 def proxy(
     ctx: click.Context,
@@ -74,6 +77,7 @@ def proxy(
     store_url: str | None,
     config_file: str | None,
     report_headers: bool,
+    workers: int,
 ) -> None:
     """Serve a transparent proxy that manages every agent request sent to it.
 
@@ -102,7 +106,7 @@ def proxy(
 
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
     click.echo(f"toolbudget proxy on http://{host}:{port}", err=True)
-    serve(config, host, port)
+    serve(config, host, port, workers)
 
 
 @proxy.command()

@@ -6,12 +6,24 @@ gave up must not leave the model answering to nobody, nor be answered twice
 when it sends the request again. Request bodies are read as they came
 (``auto_decompress=False``): a body passed through keeps its encoding, and a
 managed one is decoded by :mod:`.bodies`.
+
+One process manages one request at a time (``manage`` is CPU work, milliseconds
+for a long history), so ``workers`` processes can share the port
+(``SO_REUSEPORT``) to use more cores. They need no state in common but the
+store: what a request sends is a pure function of its history, and with a
+shared store (``dir:`` on one machine, ``redis://`` across machines) any
+worker recalls what another archived.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
+import multiprocessing
+import os
+import signal
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -30,25 +42,55 @@ def _runner(app: web.Application) -> web.AppRunner:
 
 
 async def _serve_forever(
-    app: web.Application, host: str, port: int, ready: threading.Event | None = None
+    app: web.Application, host: str, port: int, *, reuse_port: bool = False, parent: int | None = None
 ) -> None:
     runner = _runner(app)
     await runner.setup()
-    site = web.TCPSite(runner, host, port, backlog=1024)
+    site = web.TCPSite(runner, host, port, backlog=1024, reuse_port=reuse_port or None)
     await site.start()
-    if ready is not None:
-        ready.set()
     try:
-        await asyncio.Event().wait()
+        while parent is None or os.getppid() == parent:  # a worker ends with the process that started it
+            await asyncio.sleep(1.0)
     finally:
         await runner.cleanup()
 
 
-def serve(config: ProxyConfig, host: str = "127.0.0.1", port: int = 8787) -> None:
-    """Serve the proxy until interrupted."""
-    app = create_app(config)
+def _stop(signum: int, frame: object) -> None:
+    raise SystemExit(0)  # unwinds, so the sessions let go of their archives
+
+
+def _worker(config: ProxyConfig, host: str, port: int, parent: int) -> None:
+    signal.signal(signal.SIGTERM, _stop)
+    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(_serve_forever(app, host, port))
+        asyncio.run(_serve_forever(create_app(config), host, port, reuse_port=True, parent=parent))
+
+
+def serve(config: ProxyConfig, host: str = "127.0.0.1", port: int = 8787, workers: int = 1) -> None:
+    """Serve the proxy until interrupted (or sent SIGTERM), in ``workers`` processes."""
+    signal.signal(signal.SIGTERM, _stop)
+    if workers <= 1:
+        with contextlib.suppress(KeyboardInterrupt):
+            asyncio.run(_serve_forever(create_app(config), host, port))
+        return
+    # Forked before any thread or loop exists here, so each worker starts clean and nothing is pickled.
+    context = multiprocessing.get_context("fork")
+    children = [
+        context.Process(target=_worker, args=(config, host, port, os.getpid())) for _ in range(workers)
+    ]
+    for child in children:
+        child.start()
+    try:
+        for child in children:
+            child.join()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        for child in children:
+            if child.is_alive():
+                child.terminate()
+        for child in children:
+            child.join(timeout=30)
 
 
 class RunningProxy:
