@@ -130,3 +130,20 @@ def test_workers_share_the_port_and_stop_with_the_command(tmp_path: Path) -> Non
             assert process.wait(timeout=60) == 0
     with pytest.raises(httpx.TransportError):
         httpx.get(base + "/healthz", timeout=2)  # no worker was left behind
+
+
+def test_config_reads_the_settings_of_the_file_it_names(tmp_path: Path) -> None:
+    from toolbudget.errors import InputError
+    from toolbudget.proxy.command import _policy
+
+    own = tmp_path / "proxy.toml"
+    own.write_text("result_max_chars = 4321\n", encoding="utf-8")
+    assert _policy(str(own)).result_max_chars == 4321
+    project = tmp_path / "pyproject.toml"
+    project.write_text("[tool.toolbudget]\nresult_max_chars = 999\n", encoding="utf-8")
+    assert _policy(str(project)).result_max_chars == 999
+    with pytest.raises(InputError, match="--config"):
+        _policy(str(tmp_path / "missing.toml"))
+    (tmp_path / "bad.toml").write_text("= nope", encoding="utf-8")
+    with pytest.raises(InputError, match="not TOML"):
+        _policy(str(tmp_path / "bad.toml"))
