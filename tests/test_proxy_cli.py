@@ -134,7 +134,7 @@ def test_workers_share_the_port_and_stop_with_the_command(tmp_path: Path) -> Non
 
 def test_config_reads_the_settings_of_the_file_it_names(tmp_path: Path) -> None:
     from toolbudget.errors import InputError
-    from toolbudget.proxy.command import _policy
+    from toolbudget.proxy.config import policy_from_file as _policy
 
     own = tmp_path / "proxy.toml"
     own.write_text("result_max_chars = 4321\n", encoding="utf-8")

@@ -9,6 +9,7 @@ passes through keeps its encoding and its header.
 from __future__ import annotations
 
 import zlib
+from typing import Any
 
 from ..errors import InputError
 
@@ -24,11 +25,13 @@ def _inflate(data: bytes, limit: int) -> bytes:
         return _bounded(zlib.decompressobj(-zlib.MAX_WBITS), data, limit)  # raw deflate, as some send
 
 
-def _bounded(decoder: zlib._Decompress, data: bytes, limit: int) -> bytes:
-    out = decoder.decompress(data, limit + 1)
+def _bounded(decoder: Any, data: bytes, limit: int) -> bytes:
+    """What ``decoder`` (a zlib decompressor) makes of ``data``, refused past ``limit`` bytes."""
+    out: bytes = decoder.decompress(data, limit + 1)
     if len(out) > limit:
         raise InputError(f"the request body decodes to more than {limit} bytes")
-    return out + decoder.flush()
+    rest: bytes = decoder.flush()
+    return out + rest
 
 
 def _one(encoding: str, data: bytes, limit: int) -> bytes:

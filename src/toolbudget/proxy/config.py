@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import MappingProxyType
+from typing import Any
 from urllib.parse import urlsplit
 
 from ..errors import InputError
 from ..policy import Policy
 
-__all__ = ["DEFAULT_UPSTREAMS", "FAMILIES", "ProxyConfig", "upstreams_of"]
+__all__ = ["DEFAULT_UPSTREAMS", "FAMILIES", "ProxyConfig", "policy_from_file", "upstreams_of"]
 
 FAMILIES = ("anthropic", "openai", "gemini")
 """The upstreams a proxy knows: one per provider, each serving its own APIs."""
@@ -84,3 +87,23 @@ class ProxyConfig:
             raise InputError(f"no upstream for {', '.join(missing)}")
         if not self.read_timeout > 0 or not self.connect_timeout > 0:
             raise InputError("the proxy's timeouts must be positive numbers of seconds")
+
+
+def policy_from_file(config: str | None) -> Policy:
+    """The policy with the settings of ``config`` (``--config``): a ``toolbudget.toml``-style file,
+    or a ``pyproject.toml``'s ``[tool.toolbudget]``; the environment still wins over it.
+    ``None``: the usual layers, searched from the working directory."""
+    if config is None:
+        return Policy.load()
+    path = Path(config)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise InputError(f"--config {config}: {exc.strerror or exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise InputError(f"--config {config}: not TOML: {exc}") from None
+    table: Any = data.get("tool", {}).get("toolbudget", data) if path.name == "pyproject.toml" else data
+    table = table.get("toolbudget", table) if isinstance(table, dict) else table
+    if not isinstance(table, dict):
+        raise InputError(f"--config {config}: the settings must be a table")
+    return Policy.load(**table)
