@@ -16,6 +16,8 @@ install them when they are missing.
 
 from __future__ import annotations
 
+import importlib.util
+import logging
 import os
 import re
 import sys
@@ -36,6 +38,8 @@ from .errors import InputError, NotFoundError, ToolbudgetError
 from .jsonio import dumps
 from .pairing import check_request, repair_request
 from .policy import COMPACTION_MODES, ConfigWarning, Policy, Sourced, setting_docs, show_value
+from .proxy.setup import AGENTS as PROXY_AGENTS
+from .proxy.setup import setup_lines
 from .recall import key_of, parse_query
 from .session import Session
 from .store import DirStore, open_store
@@ -821,6 +825,78 @@ def _about(item: Input, source: str) -> Iterator[None]:
 
 def _name(source: str) -> str:
     return "standard input" if source == "-" else source
+
+
+# --- the proxy -------------------------------------------------------------------------------
+# Its server's packages (the proxy extra) are imported only when it starts, so ``setup`` works
+# without them and a missing extra is one line saying how to install it.
+
+
+@main.group(invoke_without_command=True)
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", default=8787, show_default=True, type=click.IntRange(0, 65535), help="Port.")
+@click.option("--upstream", help="Every API's upstream at once (e.g. a llama.cpp server).")
+@click.option("--anthropic-upstream", help="The Anthropic Messages upstream.")
+@click.option("--openai-upstream", help="The OpenAI Chat and Responses upstream.")
+@click.option("--gemini-upstream", help="The Gemini upstream.")
+@click.option("--store", "store_url", help="Archive store URL (dir: by default: paths the agent can read).")
+@click.option("--config", "config_file", type=click.Path(dir_okay=False), help="A toolbudget.toml to use.")
+@click.option("--report-headers", is_flag=True, help="Add x-toolbudget-* headers to answers.")
+@click.option(
+    "--workers", default=1, show_default=True, type=click.IntRange(1, 256), help="Processes sharing the port."
+)
+@click.pass_context
+def proxy(
+    ctx: click.Context,
+    host: str,
+    port: int,
+    upstream: str | None,
+    anthropic_upstream: str | None,
+    openai_upstream: str | None,
+    gemini_upstream: str | None,
+    store_url: str | None,
+    config_file: str | None,
+    report_headers: bool,
+    workers: int,
+) -> None:
+    """Serve a transparent proxy that manages every agent request sent to it.
+
+    \b
+    Point an agent at it with the lines 'toolbudget proxy setup AGENT' prints.
+    Credentials go upstream untouched and are never logged or stored.
+    """
+    ctx.obj = {"base": f"http://{host}:{port}"}
+    if ctx.invoked_subcommand is not None:
+        return
+    from .proxy.config import ProxyConfig, policy_from_file, upstreams_of
+
+    absent = [name for name in ("aiohttp", "prometheus_client") if importlib.util.find_spec(name) is None]
+    if absent:
+        fail(f"the proxy needs {' and '.join(absent)}: pip install 'toolbudget[proxy]'")
+    try:
+        config = ProxyConfig(
+            upstreams=upstreams_of(
+                upstream, anthropic=anthropic_upstream, openai=openai_upstream, gemini=gemini_upstream
+            ),
+            store=store_url,
+            policy=policy_from_file(config_file),
+            report_headers=report_headers,
+        )
+    except ToolbudgetError as exc:
+        fail(str(exc))
+    from .proxy.server import serve
+
+    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
+    click.echo(f"toolbudget proxy on http://{host}:{port}", err=True)
+    serve(config, host, port, workers)
+
+
+@proxy.command()
+@click.argument("agent", type=click.Choice(PROXY_AGENTS))
+@click.pass_context
+def setup(ctx: click.Context, agent: str) -> None:
+    """Print the lines that point AGENT at this proxy (the --host and --port before 'setup')."""
+    click.echo(setup_lines(agent, ctx.obj["base"]), nl=False)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -8,15 +8,27 @@ makes it. The id comes from the first of these that the request carries:
 2. Claude Code's ``x-claude-code-session-id`` header, with
    ``x-claude-code-agent-id`` when a sub-agent sends it (a sub-agent is a
    conversation of its own under its parent's session id);
-3. the body's ``prompt_cache_key`` (OpenAI Chat and Responses), which Codex
+3. Codex's ``session_id`` (older) or ``session-id`` (newer) header;
+4. a ``session_id`` inside the body's ``metadata.user_id``, where Claude Code
+   puts one: a JSON object text with a ``session_id`` field, or the older
+   ``user_..._session_<id>`` form;
+5. the body's ``prompt_cache_key`` (OpenAI Chat and Responses), which Codex
    sets to its conversation id;
-4. otherwise the conversation itself: :func:`~toolbudget.session.conversation_id`,
+6. otherwise the conversation itself: :func:`~toolbudget.session.conversation_id`,
    a hash of its system prompt and its task, the same on every request of
-   one conversation, in any process.
+   one conversation, in any process. Claude Code's attribution block (a
+   system text starting ``x-anthropic-billing-header:``) is left out of the
+   hash: its value may change between requests of one conversation.
 
-Fields that do not name one conversation are not used: Anthropic's
+Fields that do not name one conversation are not used: the rest of
 ``metadata.user_id`` names a user (many conversations), and Responses'
-``previous_response_id`` changes with every turn. Two conversations that
+``previous_response_id`` changes with every turn.
+
+A pool shared by several people keeps them apart with ``tenant``: the id
+then becomes ``<tenant>-<id>``, so an id claimed in a header, or derived
+from a conversation another tenant also has, selects only within the
+caller's own namespace. The proxy passes a one-way hash of the request's
+credential (:func:`toolbudget.proxy.tenancy.tenant_of`). Two conversations that
 end up under one id share its archive harmlessly (keys are content hashes,
 and what a session sends depends only on its id and the history).
 
@@ -37,16 +49,21 @@ session it hands out.
 from __future__ import annotations
 
 import contextlib
+import re
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
+
+import orjson
 
 from . import wire
 from .budget import message_chars
 from .errors import InputError, StoreConfigError, StoreError
 from .jsonio import to_body
+from .model import Request, Text
 from .policy import Policy
 from .session import Session, TokenCounter, conversation_id
 from .store import Store, open_store
@@ -58,6 +75,13 @@ SESSION_HEADER = "x-toolbudget-session"
 
 _CLAUDE_SESSION = "x-claude-code-session-id"
 _CLAUDE_AGENT = "x-claude-code-agent-id"
+_CODEX_SESSION = ("session-id", "session_id")
+
+BILLING_PREFIX = "x-anthropic-billing-header:"
+"""How Claude Code's attribution block in ``system`` starts; its value is not part of the conversation."""
+
+_LEGACY_USER_SESSION = re.compile(r"_session_([A-Za-z0-9-]{8,128})\Z")
+_TENANT = re.compile(r"[a-z0-9]{1,32}")
 
 
 def _header(headers: Mapping[str, str] | None, name: str) -> str | None:
@@ -84,10 +108,41 @@ def session_id_of(body: Mapping[str, Any], headers: Mapping[str, str] | None = N
     if claude is not None:
         agent = _header(headers, _CLAUDE_AGENT)
         return f"claude-code-{claude}" + (f"-agent-{agent}" if agent is not None else "")
+    for name in _CODEX_SESSION:
+        codex = _header(headers, name)
+        if codex is not None:
+            return f"codex-{codex}"
+    user_session = _user_id_session(body.get("metadata"))
+    if user_session is not None:
+        return f"claude-code-{user_session}"
     key = body.get("prompt_cache_key")
     if isinstance(key, str) and key:
         return f"prompt-cache-{key}"
     return None
+
+
+def _user_id_session(metadata: Any) -> str | None:
+    """The ``session_id`` that Claude Code puts in ``metadata.user_id``, or ``None``."""
+    if not isinstance(metadata, Mapping):
+        return None
+    user = metadata.get("user_id")
+    if not isinstance(user, str) or not user:
+        return None
+    if user.startswith("{"):
+        try:
+            said = orjson.loads(user)
+        except orjson.JSONDecodeError:
+            return None
+        found = said.get("session_id") if isinstance(said, dict) else None
+        return (found.strip() or None) if isinstance(found, str) else None
+    legacy = _LEGACY_USER_SESSION.search(user)
+    return legacy.group(1) if legacy is not None else None
+
+
+def _without_billing(request: Request) -> Request:
+    """``request`` without Claude Code's attribution block, for the conversation's hash only."""
+    kept = tuple(p for p in request.system if not (isinstance(p, Text) and p.text.startswith(BILLING_PREFIX)))
+    return request if len(kept) == len(request.system) else replace(request, system=kept)
 
 
 class Sessions:
@@ -137,13 +192,22 @@ class Sessions:
             return len(self._live)
 
     def for_request(
-        self, body: Any, *, api: str | None = None, headers: Mapping[str, str] | None = None
+        self,
+        body: Any,
+        *,
+        api: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        tenant: str | None = None,
     ) -> Session:
         """The session ``body`` belongs to (found, or made), ready for ``session.manage(body)``.
 
         The body is parsed here once, and the ``manage`` of this same body
         object uses that parse. Bad input raises what ``manage`` would raise.
+        With ``tenant`` (1 to 32 of ``[a-z0-9]``), the session is looked up
+        and made only in that tenant's namespace (see the module).
         """
+        if tenant is not None and (not isinstance(tenant, str) or not _TENANT.fullmatch(tenant)):
+            raise InputError(f"a tenant is 1 to 32 lowercase letters and digits, not {tenant!r:.80}")
         parsed = to_body(body)
         name = wire.resolve_api(api) if api else wire.detect_api(parsed)
         cache = self._caches[name]
@@ -151,8 +215,8 @@ class Sessions:
         request = None
         if sid is None:
             request = wire.parse(parsed, name, cache)
-            sid = conversation_id(request)
-        session = self.get(sid)
+            sid = conversation_id(_without_billing(request))
+        session = self.get(sid if tenant is None else f"{tenant}-{sid}")
         if request is None:
             request = wire.parse(parsed, name, cache)
         session._prime(body, parsed, request)

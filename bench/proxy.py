@@ -1,0 +1,491 @@
+"""What the proxy adds to a call, measured against calling the upstream directly.
+
+Two measurements, each against a fast local upstream in its own process:
+
+``python bench/proxy.py stack``
+    The choice of HTTP stack: a bare forwarder (no management) written on
+    aiohttp (server and client) and one on Starlette/uvicorn with an httpx2
+    client, each between the load and the upstream. What each adds at p50 and
+    p99 is the cost of the stack alone. The Starlette leg needs
+    ``pip install starlette uvicorn``.
+
+``python bench/proxy.py overhead [--clients 32] [--requests 10]``
+    The toolbudget proxy itself, with real bodies of about 500 KB made from the
+    shared trajectories: each client is one conversation whose history grows by
+    a turn per request (so every request is managed anew, as in an agent's
+    loop), non-streaming and streaming; latency at p50 and p99 and, for
+    streams, the time to the first byte, against the same requests sent
+    directly. ``manage`` time for the same bodies, measured in-process, is
+    printed beside it: the streaming TTFB should grow by no more than that.
+
+``python bench/proxy.py soak [--clients 200] [--seconds 60]``
+    Many clients for a while: errors, and the proxy's resident memory and open
+    file descriptors sampled from ``/proc`` after warm-up and at the end.
+
+The machine is shared: read ratios taken in one run, not absolute numbers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from _shared import REPO, conversations, require_trajectories  # noqa: E402
+
+UPSTREAM_REPLY = orjson.dumps(
+    {
+        "id": "msg_1",
+        "type": "message",
+        "role": "assistant",
+        "model": "m",
+        "content": [{"type": "text", "text": "ok"}],
+        "stop_reason": "end_turn",
+        "usage": {"input_tokens": 10, "output_tokens": 1, "cache_read_input_tokens": 5},
+    }
+)
+
+
+def _event(data: dict[str, Any]) -> bytes:
+    return b"event: " + str(data["type"]).encode() + b"\ndata: " + orjson.dumps(data) + b"\n\n"
+
+
+STREAM_EVENTS = [
+    _event(
+        {
+            "type": "message_start",
+            "message": {**orjson.loads(UPSTREAM_REPLY), "content": [], "stop_reason": None},
+        }
+    ),
+    _event({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+    *[
+        _event({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "ok "}})
+        for _ in range(20)
+    ],
+    _event({"type": "content_block_stop", "index": 0}),
+    _event({"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 20}}),
+    _event({"type": "message_stop"}),
+]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+# --- the processes ---------------------------------------------------------------------------------
+
+
+def serve_upstream(port: int) -> None:
+    """A fast upstream: reads the body, answers at once (whole, or 25 events)."""
+    from aiohttp import web
+
+    async def handle(request: web.Request) -> web.StreamResponse:
+        body = await request.read()
+        if b'"stream":true' not in body:
+            return web.Response(body=UPSTREAM_REPLY, content_type="application/json")
+        answer = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await answer.prepare(request)
+        for event in STREAM_EVENTS:
+            await answer.write(event)
+        await answer.write_eof()
+        return answer
+
+    app = web.Application(client_max_size=1 << 30)
+    app.router.add_route("*", "/{tail:.*}", handle)
+    web.run_app(app, host="127.0.0.1", port=port, access_log=None, print=None)
+
+
+def serve_aiohttp_forwarder(port: int, upstream: str) -> None:
+    """A bare forwarder on aiohttp: read, post upstream, stream the answer back."""
+    from aiohttp import ClientSession, ClientTimeout, TCPConnector, web
+
+    async def start(app: web.Application) -> Any:
+        app["client"] = ClientSession(
+            connector=TCPConnector(limit=1000), timeout=ClientTimeout(total=None), auto_decompress=False
+        )
+        yield
+        await app["client"].close()
+
+    async def handle(request: web.Request) -> web.StreamResponse:
+        body = await request.read()
+        async with request.app["client"].post(upstream + request.path_qs, data=body) as up:
+            answer = web.StreamResponse(status=up.status)
+            answer.content_type = up.content_type
+            await answer.prepare(request)
+            async for chunk in up.content.iter_any():
+                await answer.write(chunk)
+            await answer.write_eof()
+            return answer
+
+    app = web.Application(client_max_size=1 << 30)
+    app.cleanup_ctx.append(start)
+    app.router.add_route("*", "/{tail:.*}", handle)
+    web.run_app(app, host="127.0.0.1", port=port, access_log=None, print=None)
+
+
+def serve_starlette_forwarder(port: int, upstream: str) -> None:
+    """The same forwarder on Starlette and uvicorn, with an httpx2 client."""
+    import httpx2
+    import uvicorn
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import StreamingResponse
+    from starlette.routing import Route
+
+    client = httpx2.AsyncClient(timeout=None, limits=httpx2.Limits(max_connections=1000))
+
+    async def handle(request: Request) -> StreamingResponse:
+        body = await request.body()
+        up = await client.send(
+            client.build_request("POST", upstream + request.url.path, content=body), stream=True
+        )
+
+        async def relay() -> Any:
+            try:
+                async for chunk in up.aiter_raw():
+                    yield chunk
+            finally:
+                await up.aclose()
+
+        return StreamingResponse(
+            relay(), status_code=up.status_code, media_type=up.headers.get("content-type")
+        )
+
+    app = Starlette(routes=[Route("/{tail:path}", handle, methods=["POST"])])
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
+
+
+@contextmanager
+def process(*args: str) -> Iterator[subprocess.Popen[bytes]]:
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    child = subprocess.Popen(
+        [sys.executable, *args], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    try:
+        yield child
+    finally:
+        child.terminate()
+        child.wait(timeout=30)
+
+
+def wait_for(port: int) -> None:
+    for _ in range(400):
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    raise SystemExit(f"nothing listens on port {port}")
+
+
+# --- the load ------------------------------------------------------------------------------------
+
+
+async def load(
+    url: str, bodies: Callable[[int, int], bytes], clients: int, requests: int, stream: bool
+) -> tuple[list[float], list[float], int]:
+    """Latencies and times to first byte (seconds) of ``clients`` x ``requests`` calls, and the errors."""
+    from aiohttp import ClientSession, ClientTimeout, TCPConnector
+
+    totals: list[float] = []
+    firsts: list[float] = []
+    errors = 0
+    headers = {"content-type": "application/json", "x-api-key": "bench", "anthropic-version": "2023-06-01"}
+    async with ClientSession(connector=TCPConnector(limit=0), timeout=ClientTimeout(total=600)) as client:
+
+        async def one_client(index: int) -> None:
+            nonlocal errors
+            for turn in range(requests):
+                data = bodies(index, turn)
+                started = time.perf_counter()
+                async with client.post(url + "/v1/messages", data=data, headers=headers) as answer:
+                    first = None
+                    async for _ in answer.content.iter_any():
+                        if first is None:
+                            first = time.perf_counter() - started
+                    if answer.status != 200:
+                        errors += 1
+                totals.append(time.perf_counter() - started)
+                firsts.append(first if first is not None else totals[-1])
+
+        await asyncio.gather(*(one_client(i) for i in range(clients)))
+    return totals, firsts, errors
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))] * 1000
+
+
+def real_bodies(clients: int, target: int = 500_000) -> list[dict[str, Any]]:
+    """``clients`` Anthropic bodies of about ``target`` bytes, each a prefix of a real conversation."""
+    from toolbudget.convert import to_request
+
+    out: list[dict[str, Any]] = []
+    for _, conversation in conversations():
+        body = to_request(conversation, "anthropic")
+        if len(orjson.dumps(body)) < target:
+            continue
+        messages = body["messages"]
+        low, high = 2, len(messages)  # the longest prefix under 1.1 x target: cut off between messages
+        while low < high:
+            middle = (low + high + 1) // 2
+            if len(orjson.dumps({**body, "messages": messages[:middle]})) <= target * 1.1:
+                low = middle
+            else:
+                high = middle - 1
+        keep = low
+        if len(orjson.dumps({**body, "messages": messages[:keep]})) < target * 0.8:
+            continue  # one result makes most of it: no prefix near the target
+        out.append({**body, "messages": messages[:keep], "max_tokens": 1000, "model": "claude-sonnet-4-5"})
+        if len(out) == clients:
+            return out
+    while len(out) < clients:  # fewer long conversations than clients: reuse them under other tasks
+        base = out[len(out) % max(1, len(out))]
+        first = {"role": "user", "content": f"task {len(out)}"}
+        out.append({**base, "messages": [first, *base["messages"][1:]]})
+    return out
+
+
+def grown(body: dict[str, Any], turn: int, stream: bool) -> bytes:
+    """``body`` a turn later: one more exchange at its end, so the proxy manages it anew."""
+    extra = [
+        {"role": "assistant", "content": f"step {turn} done"},
+        {"role": "user", "content": f"continue with step {turn + 1}"},
+    ]
+    messages = list(body["messages"])
+    if messages and messages[-1].get("role") == "assistant":
+        messages.append({"role": "user", "content": "go on"})
+    return orjson.dumps({**body, "messages": [*messages, *extra[: 2 * (turn > 0)]], "stream": stream})
+
+
+# --- the commands -------------------------------------------------------------------------------
+
+
+def stack(args: argparse.Namespace) -> None:
+    up_port = free_port()
+    small = orjson.dumps(
+        {"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "x" * 2000}]}
+    )
+    large = orjson.dumps(
+        {"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "x" * 500_000}]}
+    )
+    with process(__file__, "_upstream", str(up_port)):
+        wait_for(up_port)
+        upstream = f"http://127.0.0.1:{up_port}"
+        legs = [("direct", None), ("aiohttp", "_aiohttp"), ("starlette+httpx2", "_starlette")]
+        results: dict[str, dict[str, float]] = {}
+        for name, kind in legs:
+            if kind == "_starlette":
+                try:
+                    import httpx2  # noqa: F401
+                    import starlette  # noqa: F401
+                    import uvicorn  # noqa: F401
+                except ImportError:
+                    print(f"{name}: skipped (pip install starlette uvicorn httpx2)")
+                    continue
+            port = free_port()
+            context = process(__file__, kind, str(port), upstream) if kind else None
+            if context is not None:
+                context.__enter__()
+                wait_for(port)
+            url = upstream if kind is None else f"http://127.0.0.1:{port}"
+            try:
+                row: dict[str, float] = {}
+                for size, data in (("2KB", small), ("500KB", large)):
+                    same = _same(data)
+                    asyncio.run(load(url, same, args.clients, 3, False))  # warm-up
+                    totals, _, errors = asyncio.run(load(url, same, args.clients, args.requests, False))
+                    row[f"{size} p50"] = pct(totals, 0.5)
+                    row[f"{size} p99"] = pct(totals, 0.99)
+                    row[f"{size} errors"] = errors
+                results[name] = row
+            finally:
+                if context is not None:
+                    context.__exit__(None, None, None)
+    direct = results["direct"]
+    print(f"{args.clients} concurrent clients, {args.requests} requests each; ms")
+    for name, row in results.items():
+        shown = "  ".join(
+            f"{k} {v:7.2f} (+{v - direct[k]:6.2f})" if not k.endswith("errors") else f"errors {v:g}"
+            for k, v in row.items()
+        )
+        print(f"{name:18s} {shown}")
+
+
+def _same(data: bytes) -> Callable[[int, int], bytes]:
+    return lambda index, turn: data
+
+
+def _turns(bodies: list[dict[str, Any]], stream: bool, start: int) -> Callable[[int, int], bytes]:
+    return lambda index, turn: grown(bodies[index], start + turn, stream)
+
+
+def manage_times(bodies: list[dict[str, Any]], requests: int) -> list[float]:
+    """What the proxy does before its upstream call, on the same requests, in this process: parse the
+    body, find its session, manage it, write it (a session per conversation, as the proxy has)."""
+    from toolbudget import Policy, Sessions
+
+    times = []
+    with Sessions(store="memory:", policy=Policy()) as pool:
+        for index, body in enumerate(bodies):
+            for turn in range(requests):
+                data = grown(body, turn, True)
+                started = time.perf_counter()
+                parsed = orjson.loads(data)
+                session = pool.for_request(
+                    parsed, api="anthropic", headers={"x-toolbudget-session": f"b{index}"}
+                )
+                managed = session.manage(parsed, "anthropic")
+                if managed.body is not parsed:
+                    orjson.dumps(managed.body)
+                times.append(time.perf_counter() - started)
+    return times
+
+
+def overhead(args: argparse.Namespace) -> None:
+    require_trajectories()
+    bodies = real_bodies(args.clients)
+    sizes = [len(orjson.dumps(b)) for b in bodies]
+    print(f"{len(bodies)} bodies, {statistics.median(sizes) / 1000:.0f} KB median")
+    up_port, proxy_port = free_port(), free_port()
+    with process(__file__, "_upstream", str(up_port)):
+        wait_for(up_port)
+        upstream = f"http://127.0.0.1:{up_port}"
+        store = f"dir:{Path(os.environ.get('TMPDIR', '/tmp')) / f'toolbudget-bench-{os.getpid()}'}"
+        with process(
+            "-m", "toolbudget", "proxy", "--port", str(proxy_port), "--upstream", upstream, "--store", store,
+            "--workers", str(args.workers),
+        ):  # fmt: skip
+            wait_for(proxy_port)
+            proxy = f"http://127.0.0.1:{proxy_port}"
+            for stream in (False, True):
+                rows = {}
+                for name, url in (("direct", upstream), ("proxy", proxy), ("direct again", upstream)):
+                    asyncio.run(load(url, _turns(bodies, stream, 100), args.clients, 1, stream))
+                    turns = _turns(bodies, stream, 0)
+                    totals, firsts, errors = asyncio.run(
+                        load(url, turns, args.clients, args.requests, stream)
+                    )
+                    rows[name] = (totals, firsts, errors)
+                kind = "streaming" if stream else "non-streaming"
+                print(f"{kind}: {args.clients} clients x {args.requests} requests; ms")
+                for name, (totals, firsts, errors) in rows.items():
+                    line = f"  {name:13s} p50 {pct(totals, 0.5):8.2f}  p99 {pct(totals, 0.99):8.2f}"
+                    if stream:
+                        line += f"  ttfb p50 {pct(firsts, 0.5):8.2f}  p99 {pct(firsts, 0.99):8.2f}"
+                    print(line + f"  errors {errors}")
+    managed = manage_times(bodies, args.requests)
+    print(f"parse + manage + write alone: p50 {pct(managed, 0.5):.2f} ms, p99 {pct(managed, 0.99):.2f} ms")
+
+
+def _proc(pid: int) -> tuple[int, int]:
+    rss = 0
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            rss = int(line.split()[1])
+    return rss, len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def soak(args: argparse.Namespace) -> None:
+    body = orjson.dumps(
+        {"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "word " * 20_000}]}
+    )
+    up_port, proxy_port = free_port(), free_port()
+    with process(__file__, "_upstream", str(up_port)):
+        wait_for(up_port)
+        upstream = f"http://127.0.0.1:{up_port}"
+        store = f"dir:{Path(os.environ.get('TMPDIR', '/tmp')) / f'toolbudget-soak-{os.getpid()}'}"
+        with process(
+            "-m", "toolbudget", "proxy", "--port", str(proxy_port), "--upstream", upstream, "--store", store
+        ) as child:
+            wait_for(proxy_port)
+            url = f"http://127.0.0.1:{proxy_port}"
+
+            async def run() -> tuple[int, int, list[tuple[float, int, int]]]:
+                from aiohttp import ClientSession, ClientTimeout, TCPConnector
+
+                done = errors = 0
+                samples: list[tuple[float, int, int]] = []
+                end = time.monotonic() + args.seconds
+                async with ClientSession(
+                    connector=TCPConnector(limit=0), timeout=ClientTimeout(total=120)
+                ) as client:
+
+                    async def worker(index: int) -> None:
+                        nonlocal done, errors
+                        turn = 0
+                        while time.monotonic() < end:
+                            stream = turn % 2 == 1
+                            data = body if not stream else body[:-1] + b',"stream":true}'
+                            try:
+                                async with client.post(
+                                    url + "/v1/messages", data=data, headers={"x-api-key": f"k{index % 4}"}
+                                ) as answer:
+                                    await answer.read()
+                                    errors += answer.status != 200
+                            except Exception:
+                                errors += 1
+                            done += 1
+                            turn += 1
+
+                    async def sampler() -> None:
+                        while time.monotonic() < end:
+                            samples.append((time.monotonic(), *_proc(child.pid)))
+                            await asyncio.sleep(1)
+
+                    await asyncio.gather(sampler(), *(worker(i) for i in range(args.clients)))
+                return done, errors, samples
+
+            done, errors, samples = asyncio.run(run())
+    warm = samples[len(samples) // 4]
+    final = samples[-1]
+    print(f"{args.clients} clients, {args.seconds} s: {done} requests, {errors} errors")
+    growth = (final[1] / warm[1] - 1) * 100
+    print(f"RSS after warm-up {warm[1] / 1024:.1f} MB, at the end {final[1] / 1024:.1f} MB ({growth:+.1f} %)")
+    print(f"open fds after warm-up {warm[2]}, at the end {final[2]}")
+
+
+def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "_upstream":
+        serve_upstream(int(sys.argv[2]))
+        return
+    if len(sys.argv) > 1 and sys.argv[1] == "_aiohttp":
+        serve_aiohttp_forwarder(int(sys.argv[2]), sys.argv[3])
+        return
+    if len(sys.argv) > 1 and sys.argv[1] == "_starlette":
+        serve_starlette_forwarder(int(sys.argv[2]), sys.argv[3])
+        return
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name, clients, requests in (("stack", 32, 20), ("overhead", 32, 10)):
+        one = sub.add_parser(name)
+        one.add_argument("--clients", type=int, default=clients)
+        one.add_argument("--requests", type=int, default=requests)
+        one.add_argument("--workers", type=int, default=1, help="the proxy's worker processes")
+    soaking = sub.add_parser("soak")
+    soaking.add_argument("--clients", type=int, default=200)
+    soaking.add_argument("--seconds", type=int, default=60)
+    args = parser.parse_args()
+    {"stack": stack, "overhead": overhead, "soak": soak}[args.command](args)
+
+
+if __name__ == "__main__":
+    main()

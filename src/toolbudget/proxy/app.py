@@ -1,0 +1,503 @@
+"""The proxy's handlers: HTTP to wire bodies at the edge, then the one managed call.
+
+A managed request (``POST /v1/messages``, ``/v1/chat/completions``,
+``/v1/responses``, Gemini ``:generateContent`` / ``:streamGenerateContent``)
+is read whole, decoded, checked to be a JSON object, given its session by the
+pool (in its credential's namespace) and driven through
+:class:`~toolbudget.ManagedCall` with a ``send`` that posts each body upstream:
+
+- a **stream** is an opaque answer: the flow recovers from an overflow the
+  upstream states before its first byte (its error status comes first), and
+  once the upstream answers with success, its status, headers and bytes go to
+  the client as they arrive, never buffered or rewritten; a side copy is read
+  for usage;
+- any other answer is read as JSON, so it gets all the flow gives: recovery,
+  ``max_tokens`` escalation and continuation, and a truncated tool call never
+  handed back runnable. An answer the flow did not change goes back as the
+  very bytes the upstream sent.
+
+A body the flow did not change goes upstream as the client's own bytes. An
+upstream error goes back with its status, headers and body as they came. What
+the proxy itself refuses (not JSON, a shape no API has) gets the API's own
+error envelope with status 400, and nothing is sent upstream; an upstream that
+cannot be reached gets a 502 (504 when it is too slow) in that envelope.
+
+Everything else passes through byte for byte, streamed both ways.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+from aiohttp import ClientError, ClientResponse, ClientSession, ClientTimeout, TCPConnector, web
+
+from ..callreport import CallReport
+from ..errors import InputError, NotFoundError, RecoveryExhausted, StoreError, UpstreamError
+from ..flow import ManagedCall, Outcome, adrive, opaque
+from ..jsonio import dumps
+from ..model import Usage
+from ..policy import Policy
+from ..session import Report
+from ..sessions import Sessions
+from .bodies import decode_body
+from .config import ProxyConfig
+from .errors import error_body
+from .metrics import Metrics
+from .routes import Route, route_of
+from .streaming import UsageTap, usage_of_reply
+from .tenancy import tenant_of
+from .upstream import forwarded, upstream_url
+
+__all__ = ["PROXY_KEY", "Proxy", "create_app"]
+
+_log = logging.getLogger("toolbudget.proxy")
+
+_JSON = "application/json"
+
+
+@dataclass(frozen=True, slots=True)
+class _Answer:
+    """A whole upstream answer: what the flow reads, and the bytes the client gets when nothing changed."""
+
+    status: int
+    headers: tuple[tuple[str, str], ...]
+    body: bytes
+
+
+class _StreamUnread(Exception):
+    """An upstream stream that failed after its first byte: the client's connection is closed."""
+
+
+class Proxy:
+    """The state of one proxy app: its settings, sessions, upstream connection pool and metrics."""
+
+    def __init__(self, config: ProxyConfig, sessions: Sessions | None = None) -> None:
+        self.config = config
+        self.policy = config.policy if config.policy is not None else Policy.load()
+        store = config.store if config.store is not None else (self.policy.store or "dir:")
+        self.sessions = (
+            sessions
+            if sessions is not None
+            else Sessions(
+                store=store,
+                policy=self.policy,
+                max_sessions=config.max_sessions,
+                idle_seconds=config.idle_seconds,
+            )
+        )
+        self._own_sessions = sessions is None
+        self.metrics = Metrics()
+        self.client: ClientSession | None = None
+
+    async def start(self, _app: web.Application) -> AsyncIterator[None]:
+        timeout = ClientTimeout(
+            total=None, sock_connect=self.config.connect_timeout, sock_read=self.config.read_timeout
+        )
+        self.client = ClientSession(
+            connector=TCPConnector(limit=1000, limit_per_host=500),
+            timeout=timeout,
+            auto_decompress=False,  # bytes go back as the upstream encoded them
+            skip_auto_headers=("User-Agent", "Accept-Encoding", "Content-Type"),
+            cookie_jar=None,
+        )
+        try:
+            yield
+        finally:
+            await self.client.close()
+            if self._own_sessions:
+                self.sessions.close()
+
+    # --- dispatch ------------------------------------------------------------------------
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        headers = request.headers
+        route = route_of(request.method, request.path, headers)
+        if headers.get("upgrade", "").lower() == "websocket":
+            # Codex falls back to HTTP when its handshake is refused; a socket is never managed.
+            return _error(route.family, 426, "WebSocket is not served here; send the request over HTTP")
+        if route.kind == "metrics":
+            return web.Response(body=self.metrics.render(), content_type="text/plain", charset="utf-8")
+        if route.kind == "healthz":
+            return web.json_response({"status": "ok"})
+        if route.kind == "recall":
+            return self._recall(request)
+        if route.kind == "passthrough":
+            return await self._passthrough(request, route)
+        return await self._managed(request, route)
+
+    # --- managed calls -------------------------------------------------------------------
+
+    async def _read_body(self, request: web.Request, route: Route) -> bytes | web.Response:
+        limit = self.config.max_body_bytes
+        if request.content_length is not None and request.content_length > limit:
+            return _error(route.family, 413, f"the request body is over {limit} bytes")
+        raw = await request.read()
+        try:
+            return decode_body(raw, request.headers.get("content-encoding"), limit)
+        except InputError as exc:
+            return _error(route.family, 400, str(exc))
+
+    async def _managed(self, request: web.Request, route: Route) -> web.StreamResponse:
+        started = time.perf_counter()
+        assert route.api is not None
+        body = await self._read_body(request, route)
+        if isinstance(body, web.Response):
+            return self._done(route, body, started)
+        try:
+            parsed = orjson.loads(body)
+        except orjson.JSONDecodeError as exc:
+            return self._done(
+                route, _error(route.family, 400, f"the request body is not JSON: {exc}"), started
+            )
+        if not isinstance(parsed, dict):
+            message = f"the request body must be a JSON object, not {type(parsed).__name__}"
+            return self._done(route, _error(route.family, 400, message), started)
+        stream = route.stream if route.stream is not None else parsed.get("stream") is True
+        # The flow holds the parsed body (a whole answer's lengthening reads it, and managing a dict
+        # costs half what bytes do); a body it leaves alone goes upstream as the client's own bytes.
+        given: Any = parsed
+        tenant = tenant_of(request.headers)
+        try:
+            session = self.sessions.for_request(given, api=route.api, headers=request.headers, tenant=tenant)
+        except InputError as exc:
+            return self._done(route, _error(route.family, 400, str(exc)), started)
+        if route.kind == "count":
+            return await self._count(request, route, session, given, body, started)
+        call = ManagedCall(session, given, route.api, read=opaque if stream else _read_answer, stream=stream)
+        out_headers = forwarded(request.headers.items(), drop=("content-encoding", "accept-encoding"))
+        url = upstream_url(self.config.upstreams[route.family], request.path_qs)
+        timing: dict[str, float] = {}
+
+        async def send(sent: Any) -> Any:
+            if "manage" not in timing:
+                timing["manage"] = time.perf_counter() - started
+                self.metrics.manage_seconds.observe(timing["manage"])
+            # Unchanged by the flow: the client's own bytes go upstream, not a re-serialisation.
+            data = body if sent is given else dumps(sent)
+            return await self._send(url, out_headers, data, stream=stream)
+
+        try:
+            outcome = await adrive(call, send)
+        except InputError as exc:
+            return self._done(route, _error(route.family, 400, str(exc)), started)
+        except RecoveryExhausted as exc:
+            self._count_call(call, exc.report)
+            if isinstance(exc.error, UpstreamError):
+                return self._done(route, _upstream_error(exc.error), started, exc.report)
+            return self._done(route, _error(route.family, 502, str(exc)), started, exc.report)
+        except UpstreamError as exc:
+            self._count_call(call, None)
+            return self._done(route, _upstream_error(exc), started)
+        except TimeoutError:  # before ClientError: aiohttp's read timeout is both
+            self._count_call(call, None)
+            message = f"the upstream sent nothing for {self.config.read_timeout:g} s"
+            return self._done(route, _error(route.family, 504, message), started)
+        except (ClientError, OSError) as exc:
+            self._count_call(call, None)
+            return self._done(
+                route, _error(route.family, 502, f"the upstream could not be reached: {exc}"), started
+            )
+        self._count_call(call, outcome.report)
+        if stream:
+            return await self._stream_back(request, route, outcome, started)
+        return self._done(route, self._whole_back(route, outcome), started, outcome.report)
+
+    async def _send(self, url: str, headers: list[tuple[str, str]], data: bytes, *, stream: bool) -> Any:
+        """Post one body upstream: a stream's open response, or the whole answer; an error status raises."""
+        assert self.client is not None
+        sent = [*headers, ("Accept-Encoding", "identity")]
+        response = await self.client.post(url, data=data, headers=sent)
+        try:
+            if response.status >= 400:
+                raw = await response.read()
+                raise UpstreamError(response.status, _pairs(response.raw_headers), raw)
+            if stream:
+                return response  # the caller streams it, then releases it
+            return _Answer(response.status, _pairs(response.raw_headers), await response.read())
+        except BaseException:
+            response.release()
+            raise
+
+    async def _stream_back(
+        self, request: web.Request, route: Route, outcome: Outcome, started: float
+    ) -> web.StreamResponse:
+        upstream: ClientResponse = outcome.first
+        assert route.api is not None
+        self.metrics.ttfb_seconds.observe(time.perf_counter() - started)
+        answer = web.StreamResponse(status=upstream.status, reason=upstream.reason)
+        _copy_headers(answer, upstream.raw_headers)
+        answer.headers.setdefault("X-Accel-Buffering", "no")
+        self._report_headers(answer, outcome.report)
+        tap = UsageTap(route.api)
+        written = 0
+        try:
+            await answer.prepare(request)
+            try:
+                async for chunk in upstream.content.iter_any():
+                    tap.feed(chunk)
+                    await answer.write(chunk)
+                    written += len(chunk)
+            except (ClientError, OSError, TimeoutError) as exc:
+                # The upstream died mid-body: the client's connection is closed, never left open.
+                self.metrics.modified.inc(tap.bytes - written)
+                self._log(route, upstream.status, started, outcome.report, tap.usage, note=type(exc).__name__)
+                raise _StreamUnread(str(exc)) from exc
+            await answer.write_eof()
+        finally:
+            upstream.release()
+        self.metrics.modified.inc(tap.bytes - written)
+        self.metrics.usage(tap.usage)
+        self._finish(route, upstream.status, started, outcome.report, tap.usage)
+        return answer
+
+    def _whole_back(self, route: Route, outcome: Outcome) -> web.Response:
+        assert route.api is not None
+        first: _Answer = outcome.first
+        if outcome.changed and outcome.data is not None:
+            body = dumps(outcome.data)
+            pairs = [(k, v) for k, v in first.headers if k.lower() != "content-encoding"]
+        else:
+            body, pairs = first.body, list(first.headers)
+        answer = web.Response(status=first.status, body=body)
+        _copy_headers(answer, pairs)
+        self._report_headers(answer, outcome.report)
+        if outcome.data is not None:
+            self.metrics.usage(usage_of_reply(outcome.data, route.api))
+        return answer
+
+    async def _count(
+        self, request: web.Request, route: Route, session: Any, given: Any, body: bytes, started: float
+    ) -> web.StreamResponse:
+        """Count the managed body upstream: the client sees what would really be sent, never an estimate."""
+        try:
+            managed = session.manage(given, route.api)
+        except InputError as exc:
+            return self._done(route, _error(route.family, 400, str(exc)), started)
+        data = body if managed.body is given else dumps(managed.body)
+        out_headers = forwarded(request.headers.items(), drop=("content-encoding", "accept-encoding"))
+        url = upstream_url(self.config.upstreams[route.family], request.path_qs)
+        try:
+            answer = await self._send(url, out_headers, data, stream=False)
+        except UpstreamError as exc:
+            return self._done(route, _upstream_error(exc), started)
+        except TimeoutError:  # before ClientError: aiohttp's read timeout is both
+            message = f"the upstream sent nothing for {self.config.read_timeout:g} s"
+            return self._done(route, _error(route.family, 504, message), started)
+        except (ClientError, OSError) as exc:
+            return self._done(
+                route, _error(route.family, 502, f"the upstream could not be reached: {exc}"), started
+            )
+        response = web.Response(status=answer.status, body=answer.body)
+        _copy_headers(response, answer.headers)
+        return self._done(route, response, started)
+
+    # --- passthrough ---------------------------------------------------------------------
+
+    async def _passthrough(self, request: web.Request, route: Route) -> web.StreamResponse:
+        """Any other request: method, path, query, body and headers as they came; the answer likewise."""
+        assert self.client is not None
+        started = time.perf_counter()
+        url = upstream_url(self.config.upstreams[route.family], request.path_qs)
+        data = await request.read() if request.can_read_body else None
+        try:
+            upstream = await self.client.request(
+                request.method,
+                url,
+                data=data,
+                headers=forwarded(request.headers.items()),
+                allow_redirects=False,
+            )
+        except TimeoutError:  # before ClientError: aiohttp's read timeout is both
+            message = f"the upstream sent nothing for {self.config.read_timeout:g} s"
+            return self._done(route, _error(route.family, 504, message), started)
+        except (ClientError, OSError) as exc:
+            return self._done(
+                route, _error(route.family, 502, f"the upstream could not be reached: {exc}"), started
+            )
+        answer = web.StreamResponse(status=upstream.status, reason=upstream.reason)
+        _copy_headers(answer, upstream.raw_headers)
+        if upstream.headers.get("content-length") is not None and request.method != "HEAD":
+            answer.content_length = int(upstream.headers["content-length"])
+        read = written = 0
+        try:
+            await answer.prepare(request)
+            if request.method != "HEAD":
+                try:
+                    async for chunk in upstream.content.iter_any():
+                        read += len(chunk)
+                        await answer.write(chunk)
+                        written += len(chunk)
+                except (ClientError, OSError, TimeoutError) as exc:
+                    self.metrics.modified.inc(read - written)
+                    raise _StreamUnread(str(exc)) from exc
+            await answer.write_eof()
+        finally:
+            upstream.release()
+        self.metrics.modified.inc(read - written)
+        self._finish(route, upstream.status, started, None, None)
+        return answer
+
+    # --- the proxy's own recall ----------------------------------------------------------
+
+    def _recall(self, request: web.Request) -> web.Response:
+        """``GET /toolbudget/recall/SESSION/KEY``: an archived original, in the caller's namespace only."""
+        parts = request.path.split("/")
+        if len(parts) != 5 or not parts[3] or not parts[4]:
+            return _error("openai", 404, "use /toolbudget/recall/SESSION/KEY")
+        tenant = tenant_of(request.headers)
+        # The id as the client names it, or as x-toolbudget-session shows it: in the caller's namespace.
+        named = parts[3] if parts[3].startswith(f"{tenant}-") else f"{tenant}-{parts[3]}"
+        session = self.sessions.get(named)
+        try:
+            text = session.original(parts[4])
+        except NotFoundError as exc:
+            self.metrics.recalls.labels("not_found").inc()
+            return _error("openai", 404, str(exc))
+        except StoreError as exc:
+            self.metrics.recalls.labels("store_error").inc()
+            return _error("openai", 503, f"the archive could not be read: {exc}")
+        self.metrics.recalls.labels("found").inc()
+        return web.Response(text=text, content_type="text/plain", charset="utf-8")
+
+    # --- accounting ----------------------------------------------------------------------
+
+    def _count_call(self, call: ManagedCall, report: CallReport | None) -> None:
+        climb = call.climb
+        if climb is None:
+            return
+        managed: Report = climb.managed.report
+        m = self.metrics
+        m.tokens.labels("before", "none").inc(managed.tokens_before)
+        m.tokens.labels("after", "none").inc(managed.tokens_after)
+        m.results_cut.inc(managed.results_cut)
+        m.store_fallbacks.inc(managed.store_fallbacks)
+        for cut in managed.cuts:
+            m.chars_removed.labels(cut.reason).inc(max(0, cut.before - cut.after))
+        for attempt in climb.attempts:
+            m.recovery.labels(str(attempt.level)).inc()
+        if report is not None:
+            if report.escalations:
+                m.escalations.labels("escalation").inc(report.escalations)
+            if report.continuations:
+                m.escalations.labels("continuation").inc(report.continuations)
+
+    def _report_headers(self, answer: web.StreamResponse, report: CallReport | None) -> None:
+        if not self.config.report_headers or report is None:
+            return
+        managed = report.managed
+        answer.headers["x-toolbudget-session"] = managed.session
+        answer.headers["x-toolbudget-tokens-before"] = str(managed.tokens_before)
+        answer.headers["x-toolbudget-tokens-after"] = str(managed.tokens_after)
+        answer.headers["x-toolbudget-results-cut"] = str(managed.results_cut)
+        answer.headers["x-toolbudget-level"] = str(report.level)
+
+    def _done(
+        self, route: Route, answer: web.Response, started: float, report: CallReport | None = None
+    ) -> web.Response:
+        self._finish(route, answer.status, started, report, None)
+        return answer
+
+    def _finish(
+        self, route: Route, status: int, started: float, report: CallReport | None, usage: Usage | None
+    ) -> None:
+        elapsed = time.perf_counter() - started
+        self.metrics.requests.labels(route.api or "passthrough", str(status)).inc()
+        self.metrics.request_seconds.observe(elapsed)
+        self._log(route, status, started, report, usage)
+
+    def _log(
+        self,
+        route: Route,
+        status: int,
+        started: float,
+        report: CallReport | None,
+        usage: Usage | None,
+        note: str | None = None,
+    ) -> None:
+        """One line per request: what was done and how big, never a body or a credential."""
+        if not _log.isEnabledFor(logging.INFO):
+            return
+        line: dict[str, Any] = {
+            "api": route.api or "passthrough",
+            "status": status,
+            "ms": round((time.perf_counter() - started) * 1000, 2),
+        }
+        if report is not None:
+            managed = report.managed
+            line.update(
+                session=managed.session,
+                chars_before=managed.chars_before,
+                chars_after=managed.chars_after,
+                tokens_before=managed.tokens_before,
+                tokens_after=managed.tokens_after,
+                results_cut=managed.results_cut,
+                store_fallbacks=managed.store_fallbacks,
+                level=report.level,
+                escalations=report.escalations,
+                continuations=report.continuations,
+            )
+        if usage is not None:
+            line.update(
+                usage_input=usage.input,
+                usage_cache_read=usage.cache_read,
+                usage_cache_write=usage.cache_write,
+            )
+        if note is not None:
+            line["note"] = note
+        _log.info(orjson.dumps(line).decode())
+
+
+def _read_answer(answer: Any) -> Mapping[str, Any] | None:
+    """The JSON of a whole answer, for the flow; ``None`` when it is not a JSON object."""
+    if not isinstance(answer, _Answer):
+        return None
+    try:
+        data = orjson.loads(answer.body)
+    except orjson.JSONDecodeError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _pairs(raw: Any) -> tuple[tuple[str, str], ...]:
+    return tuple((k.decode("latin-1"), v.decode("latin-1")) for k, v in raw)
+
+
+def _copy_headers(answer: web.StreamResponse, pairs: Any) -> None:
+    """The upstream's answer headers, as they came, without those of its connection."""
+    if pairs and isinstance(next(iter(pairs))[0], bytes):
+        pairs = _pairs(pairs)
+    for name, value in forwarded(pairs):
+        answer.headers.add(name, value)
+
+
+def _upstream_error(error: UpstreamError) -> web.Response:
+    """An upstream's error answer, returned as it came: clients match the provider's own wording."""
+    answer = web.Response(status=error.status, body=error.body)
+    _copy_headers(answer, error.headers)
+    return answer
+
+
+def _error(family: str, status: int, message: str) -> web.Response:
+    return web.Response(status=status, body=error_body(family, status, message), content_type=_JSON)
+
+
+PROXY_KEY: web.AppKey[Proxy] = web.AppKey("toolbudget_proxy", Proxy)
+
+
+def create_app(config: ProxyConfig | None = None, *, sessions: Sessions | None = None) -> web.Application:
+    """The proxy as an aiohttp application: serve it with :func:`toolbudget.proxy.server.serve`.
+
+    ``sessions`` is a pool to use instead of one made from the config (a test's
+    store); the app closes only the pool it made.
+    """
+    proxy = Proxy(config if config is not None else ProxyConfig(), sessions)
+    app = web.Application(client_max_size=proxy.config.max_body_bytes + 1, handler_args=None)
+    app[PROXY_KEY] = proxy
+    app.cleanup_ctx.append(proxy.start)
+    app.router.add_route("*", "/{tail:.*}", proxy.handle)
+    return app

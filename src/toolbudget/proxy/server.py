@@ -1,0 +1,140 @@
+"""Running the proxy: in the foreground for the command, or on a thread of its own for tests and benchmarks.
+
+The server cancels a handler when its client goes away (``handler_cancellation``),
+which cancels the upstream call it awaits, streaming or not: a client that
+gave up must not leave the model answering to nobody, nor be answered twice
+when it sends the request again. Request bodies are read as they came
+(``auto_decompress=False``): a body passed through keeps its encoding, and a
+managed one is decoded by :mod:`.bodies`.
+
+One process manages one request at a time (``manage`` is CPU work, milliseconds
+for a long history), so ``workers`` processes can share the port
+(``SO_REUSEPORT``) to use more cores. They need no state in common but the
+store: what a request sends is a pure function of its history, and with a
+shared store (``dir:`` on one machine, ``redis://`` across machines) any
+worker recalls what another archived.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import multiprocessing
+import os
+import signal
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from aiohttp import web
+
+from ..sessions import Sessions
+from .app import create_app
+from .config import ProxyConfig
+
+__all__ = ["RunningProxy", "running", "serve"]
+
+
+def _runner(app: web.Application) -> web.AppRunner:
+    return web.AppRunner(app, handler_cancellation=True, auto_decompress=False, access_log=None)
+
+
+async def _serve_forever(
+    app: web.Application, host: str, port: int, *, reuse_port: bool = False, parent: int | None = None
+) -> None:
+    runner = _runner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port, backlog=1024, reuse_port=reuse_port or None)
+    await site.start()
+    try:
+        while parent is None or os.getppid() == parent:  # a worker ends with the process that started it
+            await asyncio.sleep(1.0)
+    finally:
+        await runner.cleanup()
+
+
+def _stop(signum: int, frame: object) -> None:
+    raise SystemExit(0)  # unwinds, so the sessions let go of their archives
+
+
+def _worker(config: ProxyConfig, host: str, port: int, parent: int) -> None:
+    signal.signal(signal.SIGTERM, _stop)
+    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(_serve_forever(create_app(config), host, port, reuse_port=True, parent=parent))
+
+
+def serve(config: ProxyConfig, host: str = "127.0.0.1", port: int = 8787, workers: int = 1) -> None:
+    """Serve the proxy until interrupted (or sent SIGTERM), in ``workers`` processes."""
+    signal.signal(signal.SIGTERM, _stop)
+    if workers <= 1:
+        with contextlib.suppress(KeyboardInterrupt):
+            asyncio.run(_serve_forever(create_app(config), host, port))
+        return
+    # Forked before any thread or loop exists here, so each worker starts clean and nothing is pickled.
+    context = multiprocessing.get_context("fork")
+    children = [
+        context.Process(target=_worker, args=(config, host, port, os.getpid())) for _ in range(workers)
+    ]
+    for child in children:
+        child.start()
+    try:
+        for child in children:
+            child.join()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        for child in children:
+            if child.is_alive():
+                child.terminate()
+        for child in children:
+            child.join(timeout=30)
+
+
+class RunningProxy:
+    """A proxy serving on a thread of its own; :attr:`url` is where."""
+
+    def __init__(self, app: web.Application, host: str) -> None:
+        self.app = app
+        self.host = host
+        self.port = 0
+        self._loop = asyncio.new_event_loop()
+        self._runner = _runner(app)
+        self._thread = threading.Thread(target=self._loop.run_forever, name="toolbudget-proxy", daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def start(self) -> None:
+        self._thread.start()
+        asyncio.run_coroutine_threadsafe(self._start(), self._loop).result(timeout=30)
+
+    async def _start(self) -> None:
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.host, 0)
+        await site.start()
+        server = site._server
+        assert isinstance(server, asyncio.base_events.Server)
+        self.port = server.sockets[0].getsockname()[1]
+
+    def stop(self) -> None:
+        asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop).result(timeout=30)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=30)
+        self._loop.close()
+
+
+@contextmanager
+def running(
+    config: ProxyConfig | None = None, *, sessions: Sessions | None = None, host: str = "127.0.0.1"
+) -> Iterator[RunningProxy]:
+    """A proxy serving on a free port of ``host`` for the ``with`` block."""
+    proxy = RunningProxy(create_app(config, sessions=sessions), host)
+    proxy.start()
+    try:
+        yield proxy
+    finally:
+        proxy.stop()

@@ -1,0 +1,484 @@
+"""The proxy in front of a local recording upstream: what goes up, what comes back, and what it refuses."""
+
+from __future__ import annotations
+
+import gzip
+import logging
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import brotli
+import httpx
+import orjson
+import pytest
+import zstandard
+
+from proxy_upstream import Received, ScriptedUpstream, upstream
+from toolbudget import MARKER_RE
+from toolbudget.policy import Policy
+from toolbudget.proxy import ProxyConfig
+from toolbudget.proxy.config import upstreams_of
+from toolbudget.proxy.server import RunningProxy, running
+from toolbudget.proxy.tenancy import tenant_of
+
+BIG = "".join(f"line {i:05d} of a long build log with some words in it\n" for i in range(20_000))
+
+
+def tool_history(result: str = BIG, *, tools: bool = True) -> dict[str, Any]:
+    """An Anthropic body whose last tool result is ``result``, with every field manage must keep."""
+    body: dict[str, Any] = {
+        "model": "claude-sonnet-4-5",
+        "max_tokens": 1000,
+        "system": [
+            {"type": "text", "text": "x-anthropic-billing-header: cc_version=2.1; cch=abc;"},
+            {"type": "text", "text": "You are a coding agent.", "cache_control": {"type": "ephemeral"}},
+        ],
+        "metadata": {"user_id": "someone"},
+        "context_management": {"edits": [{"type": "clear_tool_uses_20250919"}]},
+        "thinking": {"type": "enabled", "budget_tokens": 2000},
+        "an_unknown_field": {"kept": [1, 2.5, "three"]},
+        "messages": [
+            {"role": "user", "content": "build it"},
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "thinking", "thinking": "I will run make.", "signature": "sig=="},
+                    {"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {"command": "make"}},
+                ],
+            },
+            {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": "toolu_1",
+                        "content": result,
+                        "cache_control": {"type": "ephemeral"},
+                    }
+                ],
+            },
+        ],
+    }
+    if tools:
+        body["tools"] = [
+            {"name": "Bash", "description": "Run a command.", "input_schema": {"type": "object"}},
+            {
+                "name": "Read",
+                "description": "Read a file.",
+                "input_schema": {"type": "object"},
+                "cache_control": {"type": "ephemeral"},
+            },
+        ]
+    return body
+
+
+@pytest.fixture
+def up() -> Iterator[tuple[ScriptedUpstream, str]]:
+    with upstream() as pair:
+        yield pair
+
+
+@pytest.fixture
+def proxy(up: tuple[ScriptedUpstream, str], tmp_path: Path) -> Iterator[RunningProxy]:
+    config = ProxyConfig(upstreams=upstreams_of(up[1]), store=f"dir:{tmp_path / 'archive'}", policy=Policy())
+    with running(config) as served:
+        yield served
+
+
+def post(proxy: RunningProxy, path: str, body: bytes | dict[str, Any], **headers: str) -> httpx.Response:
+    data = body if isinstance(body, bytes) else orjson.dumps(body)
+    sent = {"content-type": "application/json", "x-api-key": "sk-one", **headers}
+    return httpx.post(proxy.url + path, content=data, headers=sent, timeout=60)
+
+
+def last(up: tuple[ScriptedUpstream, str]) -> Received:
+    return up[0].received[-1]
+
+
+# --- what goes upstream --------------------------------------------------------------------------
+
+
+def test_a_body_manage_leaves_alone_goes_upstream_as_the_clients_own_bytes(
+    proxy: RunningProxy, up: Any
+) -> None:
+    # Odd spacing, key order and a float that orjson would write otherwise: a re-serialisation shows.
+    raw = (
+        b'{ "max_tokens":10,"model" : "m", "temperature": 1.50,\n'
+        b' "messages":[{"role":"user","content":"hi"}]}'
+    )
+    answer = post(proxy, "/v1/messages?beta=true", raw)
+    assert answer.status_code == 200
+    assert last(up).body == raw
+    assert last(up).path_qs == "/v1/messages?beta=true"
+    raw_chat = b'{"model":"m","messages":[{"role":"user","content":"hi"}],  "stream_options": null}'
+    assert post(proxy, "/v1/chat/completions", raw_chat).status_code == 200
+    assert last(up).body == raw_chat
+
+
+def test_a_big_result_is_cut_with_a_readable_path_and_every_other_field_travels_untouched(
+    proxy: RunningProxy, up: Any
+) -> None:
+    body = tool_history()
+    answer = post(proxy, "/v1/messages", body, **{"anthropic-beta": "context-management-2025-06-27"})
+    assert answer.status_code == 200
+    sent = last(up).json()
+    assert len(last(up).body) < len(orjson.dumps(body)) / 4
+    for field in (
+        "system",
+        "tools",
+        "metadata",
+        "context_management",
+        "thinking",
+        "an_unknown_field",
+        "model",
+    ):
+        assert sent[field] == body[field], field
+    assert sent["messages"][:2] == body["messages"][:2]  # the thinking block and its signature
+    result = sent["messages"][2]["content"][0]
+    assert result["cache_control"] == {"type": "ephemeral"}
+    marker = MARKER_RE.search(result["content"])
+    assert marker is not None and marker["path"] is not None and marker["tool"] is None
+    assert Path(marker["path"]).read_text(encoding="utf-8") == BIG  # the agent's own Read gets it back
+    assert last(up).headers["anthropic-beta"] == "context-management-2025-06-27"
+
+
+def test_a_marker_names_the_recall_tool_when_the_request_defines_it_as_an_mcp_tool(
+    proxy: RunningProxy, up: Any
+) -> None:
+    body = tool_history()
+    body["tools"].append(
+        {"name": "mcp__toolbudget__recall", "description": "Recall.", "input_schema": {"type": "object"}}
+    )
+    assert post(proxy, "/v1/messages", body).status_code == 200
+    sent = last(up).json()
+    marker = MARKER_RE.search(sent["messages"][2]["content"][0]["content"])
+    assert marker is not None and marker["tool"] == "mcp__toolbudget__recall"
+    assert [tool["name"] for tool in sent["tools"]] == [
+        "Bash",
+        "Read",
+        "mcp__toolbudget__recall",
+    ]  # none added
+
+
+def test_credentials_go_upstream_untouched_and_never_into_the_log(
+    proxy: RunningProxy, up: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="toolbudget.proxy")
+    secret = "sk-ant-secret-0123456789"
+    answer = post(
+        proxy,
+        "/v1/messages",
+        tool_history(),
+        **{
+            "x-api-key": secret,
+            "authorization": f"Bearer {secret}",
+            "x-custom": "kept",
+            "x-claude-code-session-id": "s-1",
+        },
+    )
+    assert answer.status_code == 200
+    got = last(up).headers
+    assert (
+        got["x-api-key"] == secret
+        and got["authorization"] == f"Bearer {secret}"
+        and got["x-custom"] == "kept"
+    )
+    assert got["x-claude-code-session-id"] == "s-1"
+    lines = [r.getMessage() for r in caplog.records if r.name == "toolbudget.proxy"]
+    assert lines, "one structured line per request"
+    logged = orjson.loads(lines[-1])
+    assert logged["api"] == "anthropic" and logged["results_cut"] == 1 and logged["status"] == 200
+    assert all(secret not in line and "build log" not in line for line in lines)
+
+
+def test_count_tokens_counts_the_managed_body_upstream(proxy: RunningProxy, up: Any) -> None:
+    body = tool_history()
+    del body["max_tokens"]
+    answer = post(proxy, "/v1/messages/count_tokens?beta=true", body)
+    assert answer.status_code == 200
+    counted = last(up)
+    assert counted.path_qs == "/v1/messages/count_tokens?beta=true"
+    assert answer.json() == {"input_tokens": len(counted.body) // 4}
+    assert len(counted.body) < len(orjson.dumps(body)) / 4  # what will really be sent, not the original
+
+
+@pytest.mark.parametrize(
+    ("encoding", "encode"),
+    [
+        ("gzip", gzip.compress),
+        ("deflate", zlib.compress),
+        ("br", brotli.compress),
+        ("zstd", lambda data: zstandard.ZstdCompressor().compress(data)),
+    ],
+)
+def test_compressed_request_bodies_are_decoded_and_managed(
+    proxy: RunningProxy, up: Any, encoding: str, encode: Any
+) -> None:
+    raw = orjson.dumps(tool_history())
+    answer = post(proxy, "/v1/messages", encode(raw), **{"content-encoding": encoding})
+    assert answer.status_code == 200, answer.text
+    assert "content-encoding" not in last(up).headers
+    assert MARKER_RE.search(last(up).body.decode()) is not None
+
+
+def test_other_paths_pass_through_byte_for_byte(proxy: RunningProxy, up: Any) -> None:
+    answer = httpx.get(proxy.url + "/v1/models?limit=1000", headers={"x-api-key": "k", "x-odd": "1"})
+    assert answer.status_code == 200 and answer.headers["x-upstream-echo"] == "1"
+    assert answer.json() == {"method": "GET", "path_qs": "/v1/models?limit=1000", "length": 0}
+    assert last(up).headers["x-odd"] == "1"
+    raw = b"not json at all \x00\xff"
+    compact = httpx.post(
+        proxy.url + "/v1/responses/compact", content=raw, headers={"content-encoding": "gzip"}
+    )
+    assert compact.status_code == 200
+    assert last(up).body == raw and last(up).headers["content-encoding"] == "gzip"  # never decoded or read
+    assert httpx.head(proxy.url + "/").status_code == 200
+
+
+def test_a_websocket_upgrade_is_refused_so_the_client_falls_back_to_http(
+    proxy: RunningProxy, up: Any
+) -> None:
+    answer = httpx.get(
+        proxy.url + "/v1/responses",
+        headers={
+            "connection": "Upgrade",
+            "upgrade": "websocket",
+            "sec-websocket-version": "13",
+            "sec-websocket-key": "x3JJHMbDL1EzLkh9GBhXDw==",
+        },
+    )
+    assert answer.status_code == 426
+    assert "WebSocket" in answer.json()["error"]["message"]
+    assert up[0].received == []
+
+
+# --- what the proxy refuses -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("path", "family"),
+    [
+        ("/v1/messages", "anthropic"),
+        ("/v1/chat/completions", "openai"),
+        ("/v1/responses", "openai"),
+        ("/v1beta/models/gemini-2.5-flash:generateContent", "gemini"),
+    ],
+)
+def test_a_body_that_is_not_json_gets_the_apis_own_error_and_nothing_goes_upstream(
+    proxy: RunningProxy, up: Any, path: str, family: str
+) -> None:
+    answer = post(proxy, path, b"{not json")
+    assert answer.status_code == 400
+    error = answer.json()
+    if family == "anthropic":
+        assert error["type"] == "error" and error["error"]["type"] == "invalid_request_error"
+        message = error["error"]["message"]
+    elif family == "gemini":
+        assert error["error"]["status"] == "INVALID_ARGUMENT" and error["error"]["code"] == 400
+        message = error["error"]["message"]
+    else:
+        assert error["error"]["type"] == "invalid_request_error"
+        message = error["error"]["message"]
+    assert "not JSON" in message and "\n" not in message
+    wrong = post(proxy, path, b"[1, 2]")
+    assert wrong.status_code == 400 and "JSON object" in wrong.text
+    assert up[0].received == []
+
+
+def test_a_body_of_the_wrong_shape_is_refused_in_one_line(proxy: RunningProxy, up: Any) -> None:
+    answer = post(proxy, "/v1/messages", {"model": "m", "max_tokens": 5, "messages": "hello"})
+    assert answer.status_code == 400
+    message = answer.json()["error"]["message"]
+    assert "messages" in message and "\n" not in message
+    assert up[0].received == []
+
+
+def test_an_upstream_error_goes_back_unmodified_with_its_status(proxy: RunningProxy, up: Any) -> None:
+    said = (
+        b'{"type":"error","error":{"type":"rate_limit_error",'
+        b'"message":"Number of request tokens has exceeded your per-minute rate limit"}}'
+    )
+    up[0].script.append((429, said))
+    answer = post(proxy, "/v1/messages", tool_history())
+    assert answer.status_code == 429
+    assert answer.content == said
+    assert len(up[0].received) == 1  # not an overflow: never retried
+
+
+def test_an_upstream_that_is_down_gets_a_provider_style_502_and_the_proxy_stays_up(tmp_path: Path) -> None:
+    with upstream() as (_, url):
+        dead = url
+    config = ProxyConfig(upstreams=upstreams_of(dead), store=f"dir:{tmp_path}", policy=Policy())
+    with running(config) as proxy:
+        answer = post(proxy, "/v1/messages", tool_history())
+        assert answer.status_code == 502
+        assert answer.json()["error"]["type"] == "api_error"
+        chat = post(
+            proxy, "/v1/chat/completions", {"model": "m", "messages": [{"role": "user", "content": "x"}]}
+        )
+        assert chat.status_code == 502 and chat.json()["error"]["type"] == "server_error"
+        assert httpx.get(proxy.url + "/healthz").json() == {"status": "ok"}
+
+
+# --- recovery and lengthening (non-streaming: everything the flow gives) --------------------------
+
+
+def test_an_overflow_is_recovered_at_the_next_level_before_any_byte(tmp_path: Path) -> None:
+    body = tool_history(BIG[:30_000])
+    for index in range(6):  # an old, long history that must shrink to fit
+        body["messages"][:0] = [
+            {"role": "user", "content": f"turn {index} " + "words " * 2_000},
+            {"role": "assistant", "content": "ok"},
+        ]
+    with upstream(ScriptedUpstream(limit_chars=30_000)) as (up, url):
+        config = ProxyConfig(upstreams=upstreams_of(url), store=f"dir:{tmp_path}", policy=Policy())
+        with running(config) as proxy:
+            answer = post(proxy, "/v1/messages", body)
+            assert answer.status_code == 200, answer.text
+            assert len(up.received) >= 2
+            assert b"prompt is too long" not in answer.content
+            assert len(up.received[-1].body) <= 30_000 < len(up.received[0].body)
+            streamed = post(proxy, "/v1/messages", {**body, "stream": True})
+            assert streamed.status_code == 200 and b"event: message_stop" in streamed.content
+            metrics = httpx.get(proxy.url + "/metrics").text
+            assert 'toolbudget_recovery_attempts_total{level="' in metrics
+
+
+def test_an_answer_cut_off_by_max_tokens_is_escalated_and_returned_whole(
+    proxy: RunningProxy, up: Any
+) -> None:
+    async def cut(request: Any, got: Received) -> Any:
+        from aiohttp import web
+
+        return web.json_response(
+            {
+                "id": "msg_1",
+                "type": "message",
+                "role": "assistant",
+                "model": "claude-sonnet-4-5",
+                "content": [
+                    {"type": "text", "text": "Let me run"},
+                    {"type": "tool_use", "id": "toolu_9", "name": "Bash", "input": {}},
+                ],
+                "stop_reason": "max_tokens",
+                "usage": {"input_tokens": 10, "output_tokens": 5},
+            }
+        )
+
+    up[0].script.append(cut)
+    body = {"model": "claude-sonnet-4-5", "max_tokens": 5, "messages": [{"role": "user", "content": "go"}]}
+    answer = post(proxy, "/v1/messages", body)
+    assert answer.status_code == 200
+    assert len(up[0].received) == 2
+    assert up[0].received[1].json()["max_tokens"] > 5  # escalated
+    assert answer.json()["stop_reason"] == "end_turn"
+    assert all(block["type"] != "tool_use" for block in answer.json()["content"])
+
+
+# --- tenants --------------------------------------------------------------------------------------
+
+
+def test_one_credential_cannot_recall_anothers_keys(proxy: RunningProxy, up: Any) -> None:
+    headers = {"x-claude-code-session-id": "shared-claim"}
+    assert (
+        post(proxy, "/v1/messages", tool_history(), **{**headers, "x-api-key": "sk-alice"}).status_code == 200
+    )
+    marker = MARKER_RE.search(last(up).body.decode())
+    assert marker is not None and marker["key"]
+    key = marker["key"]
+    mine = httpx.get(
+        f"{proxy.url}/toolbudget/recall/claude-code-shared-claim/{key}", headers={"x-api-key": "sk-alice"}
+    )
+    assert mine.status_code == 200 and mine.text == BIG
+    theirs = httpx.get(
+        f"{proxy.url}/toolbudget/recall/claude-code-shared-claim/{key}", headers={"x-api-key": "sk-bob"}
+    )
+    assert theirs.status_code == 404 and "not found" in theirs.json()["error"]["message"]
+    # Bob sending the very same conversation under the same claimed id gets his own namespace.
+    assert (
+        post(proxy, "/v1/messages", tool_history(), **{**headers, "x-api-key": "sk-bob"}).status_code == 200
+    )
+    bob = MARKER_RE.search(last(up).body.decode())
+    assert bob is not None and bob["path"] != marker["path"]
+    # The namespace is the credential's one-way hash, never the credential.
+    assert tenant_of({"x-api-key": "sk-alice"}) in marker["path"] and "sk-alice" not in marker["path"]
+
+
+# --- observability --------------------------------------------------------------------------------
+
+
+def test_metrics_count_requests_tokens_cuts_and_no_modified_bytes(proxy: RunningProxy, up: Any) -> None:
+    post(proxy, "/v1/messages", tool_history())
+    post(proxy, "/v1/messages", {**tool_history(), "stream": True})
+    text = httpx.get(proxy.url + "/metrics").text
+    assert 'toolbudget_requests_total{api="anthropic",status="200"} 2.0' in text
+    assert "toolbudget_results_cut_total 2.0" in text
+    assert 'toolbudget_tokens_total{cache="read",stage="upstream"} 14.0' in text
+    assert 'toolbudget_tokens_total{cache="creation",stage="upstream"} 10.0' in text
+    assert "toolbudget_passthrough_bytes_modified_total 0.0" in text
+    assert "toolbudget_store_fallbacks_total 0.0" in text
+
+
+def test_report_headers_are_off_by_default_and_on_when_asked(up: Any, tmp_path: Path) -> None:
+    config = ProxyConfig(upstreams=upstreams_of(up[1]), store=f"dir:{tmp_path}", policy=Policy())
+    with running(config) as proxy:
+        assert not [
+            h for h in post(proxy, "/v1/messages", tool_history()).headers if h.startswith("x-toolbudget")
+        ]
+    config = ProxyConfig(
+        upstreams=upstreams_of(up[1]), store=f"dir:{tmp_path}", policy=Policy(), report_headers=True
+    )
+    with running(config) as proxy:
+        answer = post(proxy, "/v1/messages", tool_history())
+        assert answer.headers["x-toolbudget-results-cut"] == "1"
+        assert int(answer.headers["x-toolbudget-tokens-after"]) < int(
+            answer.headers["x-toolbudget-tokens-before"]
+        )
+
+
+def gemini_body() -> dict[str, Any]:
+    return {
+        "systemInstruction": {"parts": [{"text": "You are a coding agent."}]},
+        "contents": [
+            {"role": "user", "parts": [{"text": "build it"}]},
+            {"role": "model", "parts": [{"functionCall": {"name": "bash", "args": {"cmd": "make"}}}]},
+            {"role": "user", "parts": [{"functionResponse": {"name": "bash", "response": {"output": BIG}}}]},
+        ],
+        "tools": [{"functionDeclarations": [{"name": "bash", "parameters": {"type": "object"}}]}],
+    }
+
+
+@pytest.mark.parametrize("action", ["generateContent", "streamGenerateContent?alt=sse", "countTokens"])
+def test_gemini_calls_are_managed_on_their_own_paths(proxy: RunningProxy, up: Any, action: str) -> None:
+    path = f"/v1beta/models/gemini-2.5-flash:{action}"
+    answer = post(proxy, path, gemini_body(), **{"x-goog-api-key": "AIza-test"})
+    assert answer.status_code == 200, answer.text
+    got = last(up)
+    assert got.path_qs == path and got.headers["x-goog-api-key"] == "AIza-test"
+    assert MARKER_RE.search(got.body.decode()) is not None
+    assert len(got.body) < len(BIG) / 4
+    assert got.json()["tools"] == gemini_body()["tools"]
+
+
+def test_an_upstream_slower_than_the_read_timeout_gets_a_provider_style_504(tmp_path: Path) -> None:
+    import asyncio
+
+    from aiohttp import web
+
+    async def stall(request: web.Request, _: Received) -> web.StreamResponse:
+        await asyncio.sleep(30)
+        return web.Response()
+
+    with upstream(ScriptedUpstream(script=[stall, stall])) as (_, url):
+        config = ProxyConfig(
+            upstreams=upstreams_of(url), store=f"dir:{tmp_path}", policy=Policy(), read_timeout=0.3
+        )
+        with running(config) as proxy:
+            answer = post(proxy, "/v1/messages", tool_history())
+            assert answer.status_code == 504
+            assert answer.json()["error"]["type"] == "timeout_error"
+            gemini = post(proxy, "/v1beta/models/g:generateContent", gemini_body())
+            assert gemini.status_code == 504 and gemini.json()["error"]["status"] == "DEADLINE_EXCEEDED"
+            assert httpx.get(proxy.url + "/healthz").status_code == 200
