@@ -79,3 +79,57 @@ def test_claude_code_recalls_a_cut_through_toolbudget_mcp(
     assert "[00004]" not in answer  # the page asked for, from the original
     for recorded in upstream.conversation_requests():
         assert recorded.violations == ()
+
+
+def test_through_the_proxy_the_model_recalls_a_cut_it_saw(
+    claude: Client, upstream: Upstream, workdir: Path, client_home: Path, tmp_path: Path
+) -> None:
+    """Claude Code behind ``toolbudget proxy``; the proxy cuts a big Bash output with a marker naming
+    the MCP tool (the request offers it), and the model recalls a page of it through ``toolbudget mcp``."""
+    from toolbudget.proxy.config import ProxyConfig, upstreams_of
+    from toolbudget.proxy.server import running
+
+    store = f"dir:{tmp_path / 'archive'}"
+    config = {
+        "mcpServers": {
+            "toolbudget": {"command": sys.executable, "args": ["-m", "toolbudget", "mcp", "--store", store]}
+        }
+    }
+    config_file = tmp_path / "mcp.json"
+    config_file.write_bytes(orjson.dumps(config))
+    upstream.script = Steps(
+        [use("Bash", command="seq 1 22000", description="count"), recall_the_marker], final="Recalled."
+    )
+    with running(ProxyConfig(upstreams=upstreams_of(upstream.url), store=store)) as proxy:
+        run = run_claude(
+            claude,
+            proxy.url,
+            "Count.",
+            cwd=workdir,
+            home=client_home,
+            tools="Bash",
+            settings={"bashOutputMaxChars": 128000},
+            extra=[
+                "--mcp-config",
+                str(config_file),
+                "--strict-mcp-config",
+                "--allowedTools",
+                f"Bash,{RECALL}",
+            ],
+            timeout=120,
+        )
+    assert run.returncode == 0, run.describe()
+    turns = upstream.turns()
+    assert len(turns) == 3
+    seen = orjson.dumps(turns[1].body["messages"][-1]).decode().replace("\\n", "\n")
+    markers = [m for m in find_markers(seen) if m.key]
+    assert markers and markers[0].tool == RECALL  # the cut names the MCP tool the request offers
+    (block,) = [b for b in turns[2].body["messages"][-1]["content"] if b.get("type") == "tool_result"]
+    content = block["content"]
+    text = content if isinstance(content, str) else "".join(p.get("text", "") for p in content)
+    if text.startswith('{"result"'):  # how this Claude Code hands an MCP tool's structured result back
+        text = orjson.loads(text.split("\n<system-reminder>", 1)[0])["result"]
+    assert "lines 2-4 of 220" in text  # the result as Claude Code sent it: the count and its reminder
+    assert text.split("\n")[1:4] == ["2", "3", "4"]  # lines 2-4 of the original, from the store
+    for recorded in upstream.conversation_requests():
+        assert recorded.violations == ()

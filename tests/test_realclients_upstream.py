@@ -17,7 +17,7 @@ import openai
 import pytest
 
 from realclients import install, responses
-from realclients.hops import Hop, direct, whole_or_cut
+from realclients.hops import HOPS, Hop, direct, whole_or_cut
 from realclients.script import Steps, Turn, say, use
 from realclients.upstream import CREDENTIAL_HEADERS, Upstream
 from toolbudget.marker import marker_line
@@ -287,8 +287,10 @@ def test_the_script_reads_the_last_results_and_side_requests_do_not_advance_it(u
     assert [r.answer for r in upstream.requests] == ["turn", "side", "turn"]
 
 
-def test_the_direct_hop_is_the_upstream(upstream: Upstream, agent_base_url: str) -> None:
-    assert agent_base_url == upstream.url
+def test_every_hop_reaches_the_upstream_and_the_direct_one_is_it(
+    upstream: Upstream, hop: Hop, agent_base_url: str
+) -> None:
+    assert (agent_base_url == upstream.url) == (hop is HOPS["direct"])
     assert httpx.head(agent_base_url + "/", timeout=5).status_code == 200
     assert httpx.get(agent_base_url + "/v1/models", timeout=5).json()["data"]
     assert [r.answer for r in upstream.requests] == ["probe", "models"]

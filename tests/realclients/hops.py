@@ -2,10 +2,11 @@
 
 Each :class:`Hop` starts whatever sits between client and upstream, given the
 upstream's root URL, and yields the root URL a client should use, for as long
-as the test runs. Today there is one hop, ``direct`` (the upstream itself).
-Registering another (the proxy) in :data:`HOPS` runs every real-client test
-through it as well, under its own test id, with no change to any test: the
-assertions read what the upstream received, which is what the hop forwarded.
+as the test runs: ``direct`` (the upstream itself) and ``proxy`` (a
+``toolbudget proxy`` in front of it, with a store of its own). Every
+real-client test runs through each, under its own test id, with no change to
+any test: the assertions read what the upstream received, which is what the
+hop forwarded.
 A hop that is not ``faithful`` may change what it forwards (the proxy cuts
 large results); tests then accept a large result either whole or cut with a
 toolbudget marker (:func:`whole_or_cut`).
@@ -16,19 +17,40 @@ This module is imported by test modules, so it holds no fixtures (those are in
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 
 from toolbudget.marker import find_markers
 
-__all__ = ["HOPS", "Hop", "direct", "whole_or_cut"]
+__all__ = ["HOPS", "Hop", "direct", "proxy", "whole_or_cut"]
 
 
 @contextmanager
 def direct(upstream_url: str) -> Iterator[str]:
     """No hop: the client talks to the upstream."""
     yield upstream_url
+
+
+@contextmanager
+def proxy(upstream_url: str) -> Iterator[str]:
+    """A ``toolbudget proxy`` in this process, forwarding every API to the upstream.
+
+    Its store is a directory of its own, on this machine, so the paths its
+    markers name are files the client's own read tool opens.
+    """
+    from toolbudget.proxy.config import ProxyConfig, upstreams_of
+    from toolbudget.proxy.server import running
+
+    root = tempfile.mkdtemp(prefix="toolbudget-hop-")
+    try:
+        config = ProxyConfig(upstreams=upstreams_of(upstream_url), store=f"dir:{root}")
+        with running(config) as server:
+            yield server.url
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,7 +63,7 @@ class Hop:
     """Whether it forwards every body unchanged (then sizes are asserted exactly)."""
 
 
-HOPS: dict[str, Hop] = {"direct": Hop(direct, faithful=True)}
+HOPS: dict[str, Hop] = {"direct": Hop(direct, faithful=True), "proxy": Hop(proxy, faithful=False)}
 
 
 def whole_or_cut(hop: Hop, text: str, size: int) -> bool:
