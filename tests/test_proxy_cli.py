@@ -35,12 +35,19 @@ def test_setup_codex_prints_a_responses_provider_without_websockets() -> None:
     assert 'base_url = "http://127.0.0.1:9911/v1"' in done.stdout
     assert 'wire_api = "responses"' in done.stdout
     assert "supports_websockets = false" in done.stdout
+    assert '[mcp_servers.toolbudget]\ncommand = "toolbudget"\nargs = ["mcp"]' in done.stdout
 
 
 @pytest.mark.parametrize(
     ("agent", "line"),
     [
         ("claude", "export ANTHROPIC_BASE_URL=http://127.0.0.1:8787\n"),
+        ("claude", "claude mcp add toolbudget -- toolbudget mcp\n"),
+        ("gemini", "export GOOGLE_GEMINI_BASE_URL=http://127.0.0.1:8787\n"),
+        (
+            "gemini",
+            '"mcpServers": {"toolbudget": {"type": "stdio", "command": "toolbudget", "args": ["mcp"]}}',
+        ),
         ("aider", "export OPENAI_API_BASE=http://127.0.0.1:8787/v1"),
         ("openhands", 'base_url = "http://127.0.0.1:8787/v1"'),
         ("opencode", '"baseURL": "http://127.0.0.1:8787/v1"'),
