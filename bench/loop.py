@@ -70,17 +70,18 @@ def request_bodies(conversation: Conversation) -> Iterator[dict[str, Any]]:
     """The session's requests as the agent sent them, one after another.
 
     The whole history is laid out once and sliced before each assistant turn
-    (a prefix of a laid-out history is the layout of that prefix): request k
-    shares its messages with request k+1, as an agent's history does, so a
-    2000-turn session fits in memory.
+    (a prefix of a laid-out history is the layout of that prefix). Each
+    request is a new body, read from its JSON text as a server reads what it
+    is sent: no object of one request is an object of another, so nothing can
+    be recognised by identity.
     """
     full = to_request(conversation, "anthropic", model=MODEL)
     messages = full["messages"]
     for i in range(1, len(messages)):
         if messages[i]["role"] == "assistant" and messages[i - 1]["role"] != "assistant":
-            yield {**full, "messages": messages[:i]}
+            yield orjson.loads(orjson.dumps({**full, "messages": messages[:i]}))
     if messages and messages[-1]["role"] != "assistant":
-        yield full
+        yield orjson.loads(orjson.dumps(full))
 
 
 def synthetic(conversation: Conversation, turns: int) -> Conversation:
@@ -288,6 +289,9 @@ def main() -> None:
     parser.add_argument("--headroom-every", type=int, default=10)
     parser.add_argument("--per-request", action="store_true", help="print every request's ratio")
     parser.add_argument("--breakdown", action="store_true", help="also time the pipeline's parts")
+    parser.add_argument(
+        "--store", default=None, help="the store URL the sessions use (a new dir: store by default)"
+    )
     parser.add_argument("--out", default=str(REPO / "bench" / "results" / "loop.json"))
     add_paths(parser)
     args = parser.parse_args()
@@ -316,7 +320,8 @@ def main() -> None:
     )
     with tempfile.TemporaryDirectory() as tmp:
         for name, conversation, every in cases:
-            row = run_loop(name, conversation, f"dir:{tmp}", policy, compress, every, args.per_request)
+            store = args.store or f"dir:{tmp}"
+            row = run_loop(name, conversation, store, policy, compress, every, args.per_request)
             rows.append(row)
             hr = f"{row['headroom_over_manage']:>8.1f}" if "headroom_over_manage" in row else f"{'-':>8}"
             print(
