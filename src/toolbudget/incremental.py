@@ -73,6 +73,8 @@ class Prefix:
     chars_after: int
     calls: frozenset[str]
     """The ids of every call in its history."""
+    sizes: tuple[int, ...]
+    """The characters of each of its messages."""
 
 
 def head_of(body: Mapping[str, Any], key: str) -> bytes | None:

@@ -407,6 +407,8 @@ class Session:
         self._primed: dict[int, _Primed] = {}
         self._last: _Last | None = None
         self._prefix: Prefix | None = None
+        self._hint: tuple[Request, bytes, list[int]] | None = None
+        """A request :meth:`_extend` parsed but could not finish: its history's text and sizes."""
         self._schedule = Schedule()
         self.last_report: Report | None = None
         """The report of the last ``manage`` call (of any thread)."""
@@ -699,11 +701,12 @@ class Session:
             fixed = last.managed
             self._notify(report)
         else:
-            fixed, report, budgeted, valid, noted = self._run(request)
+            fixed, report, budgeted, valid, noted, sizes = self._run(request)
             out = None if fixed is request else in_order_of(parsed, wire.render(fixed))
             self._prefix = None
             if valid and budgeted is not None and budgeted.trail is not None and self.token_counter is None:
-                self._prefix = self._prefix_of(parsed, request, fixed, out, report, budgeted, noted)
+                self._prefix = self._prefix_of(parsed, request, fixed, out, report, budgeted, noted, sizes)
+            self._hint = None
             out = self._answered(body, parsed, request, fixed, out, report)
         self.last_report = report
         return self._managed(body, request, fixed, out, report)
@@ -747,6 +750,7 @@ class Session:
         report: Report,
         budgeted: Budgeted,
         noted: dict[str, str],
+        sizes: list[int],
     ) -> Prefix | None:
         """What the next request, if it only appends to this one, is budgeted from."""
         api = request.api or ""
@@ -754,7 +758,8 @@ class Session:
         if key is None or budgeted.trail is None:
             return None
         entries = parsed.get(key)
-        text = fingerprint(entries)
+        hint, self._hint = self._hint, None
+        text = hint[1] if hint is not None and hint[0] is request else fingerprint(entries)
         head = head_of(parsed, key)
         if text is None or head is None or not isinstance(entries, list):
             return None
@@ -774,6 +779,7 @@ class Session:
             report.chars_before,
             report.chars_after,
             call_ids(request.messages),
+            tuple(sizes),
         )
 
     def _extend(self, body: Any, parsed: dict[str, Any], api: str) -> tuple[Managed | None, Request | None]:
@@ -799,9 +805,13 @@ class Session:
         if len(new) != len(entries):
             return None, None
         request = set_origin(replace(prefix.request, messages=(*prefix.request.messages, *new)), api, parsed)
-        if self.token_counter is not None or not appends_validly(request, start, prefix.calls):
-            return None, request
-        return self._extended(body, parsed, request, prefix, text, head), request
+        managed = None
+        if self.token_counter is None and appends_validly(request, start, prefix.calls):
+            managed = self._extended(body, parsed, request, prefix, text, head)
+        if managed is None:
+            # The whole pipeline runs on it, without measuring the earlier messages again.
+            self._hint = (request, text, [*prefix.sizes, *(message_chars(m) for m in new)])
+        return managed, request
 
     def _extended(
         self, body: Any, parsed: dict[str, Any], request: Request, prefix: Prefix, text: bytes, head: bytes
@@ -868,6 +878,7 @@ class Session:
                 chars_before,
                 chars_after,
                 prefix.calls | call_ids(new),
+                (*prefix.sizes, *sizes),
             )
         out = self._answered(body, parsed, request, fixed, out, report)
         self.last_report = report
@@ -884,18 +895,25 @@ class Session:
             return False  # cut again: what cannot be checked is not promised
 
     def _pipeline(self, request: Request) -> tuple[Request, Report]:
-        fixed, report, _, _, _ = self._run(request)
+        fixed, report, _, _, _, _ = self._run(request)
         return fixed, report
 
-    def _run(self, request: Request) -> tuple[Request, Report, Budgeted | None, bool, dict[str, str]]:
-        """The whole pipeline; also what it budgeted, whether the request came valid, and the keys
-        (with their texts) its markers name, for :meth:`_prefix_of`."""
+    def _run(
+        self, request: Request
+    ) -> tuple[Request, Report, Budgeted | None, bool, dict[str, str], list[int]]:
+        """The whole pipeline; also what it budgeted, whether the request came valid, the keys
+        (with their texts) its markers name and each message's size, for :meth:`_prefix_of`."""
         self._keys_this_call = []
         repaired, repairs, valid = repair_checked(request)
-        known = self._sizes(request.api)
-        sizes = [
-            (known.get(id(m)) if known is not None else None) or message_chars(m) for m in repaired.messages
-        ]
+        hint = self._hint
+        if hint is not None and hint[0] is request and repaired is request:
+            sizes = hint[2]
+        else:
+            known = self._sizes(request.api)
+            sizes = [
+                (known.get(id(m)) if known is not None else None) or message_chars(m)
+                for m in repaired.messages
+            ]
         archive = self.archive
         try:
             archive.collect()
@@ -914,7 +932,7 @@ class Session:
         result = budgeted.request
         report = self._report(request, result, repairs, budgeted)
         self._notify(report)
-        return result, report, budgeted, valid, noted
+        return result, report, budgeted, valid, noted, sizes
 
     def _notify(self, report: Report) -> None:
         for cut in report.cuts:
