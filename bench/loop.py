@@ -213,15 +213,18 @@ def run_loop(
     return row
 
 
-def breakdown(conversation: Conversation, policy: Policy) -> dict[str, float]:
+def breakdown(conversation: Conversation, policy: Policy, store: str) -> dict[str, float]:
     """Where a warm loop's time goes, each part over the loop's round trips.
 
-    The parts are timed by wrapping the functions the pipeline calls: ``parse``
-    (the wire reader and its per-entry cache), ``pairing`` (validate and
-    repair), ``new results`` (previews, summaries and content detection of
-    results seen for the first time: the memo holds them after), ``budget``
-    (the rest of caps, compaction and turn budgets), ``render``. ``p95_rest`` is
-    the 95th percentile over requests of manage minus the new results' work.
+    The parts are timed by wrapping the functions the pipeline calls:
+    ``prefix`` (the history's JSON text against the last request's),
+    ``parse`` (the new entries, or the whole body), ``pairing`` (the new
+    messages' check, or validate and repair), ``new results`` (previews,
+    summaries and content detection of results seen for the first time: the
+    memo holds them after), ``budget`` (the rest of caps, compaction and turn
+    budgets), ``store`` (the one check of every key the markers name, and the
+    writes), ``render``. ``p95_rest`` is the 95th percentile over requests of
+    manage minus the new results' work.
     """
     from toolbudget import budget as budget_module
     from toolbudget import session as session_module
@@ -240,10 +243,16 @@ def breakdown(conversation: Conversation, policy: Policy) -> dict[str, float]:
         return run
 
     patches = [
+        (session_module, "entries_after", "prefix"),
         (wire_module, "parse", "parse"),
-        (session_module, "repair_request", "pairing"),
+        (session_module, "parse_entries", "parse"),
+        (session_module, "repair_checked", "pairing"),
+        (session_module, "appends_validly", "pairing"),
         (session_module, "enforce", "budget"),
+        (session_module, "extend", "budget"),
+        (session_module._SessionArchive, "flush", "store"),
         (wire_module, "render", "render"),
+        (session_module, "render_entries", "render"),
         (budget_module, "make_preview", "new results"),
         (budget_module, "summarize_result", "new results"),
     ]
@@ -253,7 +262,7 @@ def breakdown(conversation: Conversation, policy: Policy) -> dict[str, float]:
     json = 0.0
     rest: list[float] = []
     try:
-        with Session("breakdown", store="memory:", policy=policy) as session:
+        with Session("breakdown", store=store, policy=policy) as session:
             for body in request_bodies(conversation):
                 round_trip = best_round_trip(orjson.dumps(body))
                 json += round_trip
@@ -356,7 +365,7 @@ def main() -> None:
                 flush=True,
             )
             if args.breakdown:
-                row["breakdown"] = breakdown(conversation, policy)
+                row["breakdown"] = breakdown(conversation, policy, store)
                 print("  parts: " + "  ".join(f"{k} {v:.2f}x" for k, v in row["breakdown"].items()))
     summary = {
         "headroom": compress is not None,

@@ -20,6 +20,7 @@ import pytest
 from toolbudget import budget, to_request
 from toolbudget.errors import ShapeError
 from toolbudget.incremental import HISTORY
+from toolbudget.jsonio import dumps
 from toolbudget.model import Conversation
 from toolbudget.policy import Policy
 from toolbudget.session import Session
@@ -257,3 +258,42 @@ def test_events_and_folds_in_a_long_session_give_the_bytes_of_a_fresh_session(
                 assert orjson.dumps(managed.body) == _from_scratch(body, policy), turns
     assert any(c.reason == "compaction_fold" for c in managed.report.cuts)
     assert 20 < counted.fast < 60
+
+
+@pytest.mark.parametrize("big", [False, True])
+def test_bodies_given_as_bytes_get_the_bytes_of_the_whole_pipeline(
+    monkeypatch: pytest.MonkeyPatch, big: bool
+) -> None:
+    counted = _Counted(monkeypatch)
+    history = _history(12)
+    history[1]["content"][0]["input"]["timeout"] = 1.0e1  # a literal orjson writes otherwise
+    if big:
+        history[3]["content"][0]["input"]["seed"] = 10**30  # a number orjson cannot hold
+    with (
+        Session("inc", store="memory:") as fast,
+        _whole(Session("inc", store="memory:")) as whole,
+    ):
+        for turns in range(1, 13):
+            text = dumps(_body(history[: 1 + 2 * turns])).replace(b"10.0", b"1.0e1")
+            got = fast.manage(text, "anthropic")
+            assert got.body == whole.manage(text, "anthropic").body
+            assert got.report == whole.last_report
+    # A history orjson cannot write goes through the whole pipeline every time.
+    assert counted.fast == 0 if big else counted.fast >= 10
+
+
+def test_a_parsed_request_managed_between_bodies_leaves_the_next_body_exact() -> None:
+    history = _history(6)
+    with Session("inc", store="memory:") as session:
+        session.manage(orjson.loads(orjson.dumps(_body(history[:7]))), "anthropic")
+        other = to_request(Conversation("o", "test", ()), "anthropic", model="m")
+        session.manage_request(wire_parse(other))
+        body = orjson.loads(orjson.dumps(_body(history[:11])))
+        got = orjson.dumps(session.manage(body, "anthropic").body)
+    assert got == _from_scratch(body)
+
+
+def wire_parse(body: dict[str, Any]) -> Any:
+    from toolbudget import wire
+
+    return wire.parse(body, "anthropic")

@@ -37,7 +37,16 @@ from .budget import Trail
 from .model import Message, Request
 from .policy import Policy
 
-__all__ = ["HISTORY", "Prefix", "entries_after", "fingerprint", "head_of", "opening", "render_entries"]
+__all__ = [
+    "HISTORY",
+    "Prefix",
+    "entries_after",
+    "fingerprint",
+    "head_of",
+    "opening",
+    "parse_entries",
+    "render_entries",
+]
 
 HISTORY = {
     "anthropic": "messages",
@@ -118,6 +127,13 @@ def entries_after(prefix: Prefix, body: Mapping[str, Any]) -> tuple[list[Any], b
     if head is None or head != prefix.head:
         return None
     return entries[prefix.count :], text, head
+
+
+def parse_entries(api: str, entries: list[Any]) -> tuple[Message, ...]:
+    """History entries of ``api`` read on their own, as the whole body's parse reads each."""
+    from . import wire
+
+    return wire.module(api).parse({HISTORY[api]: entries}).messages
 
 
 def render_entries(api: str, messages: tuple[Message, ...]) -> list[Any]:

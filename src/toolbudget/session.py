@@ -3,7 +3,9 @@
 ``Session.manage`` is the whole pipeline for one request: parse, repair the
 pairing, enforce the budgets, render. It never mutates its input and is
 deterministic: the same body gives the same bytes, in this process or another,
-and managing a managed body changes nothing.
+and managing a managed body changes nothing. A request that only appends to
+the last one is worked on its new messages alone, to the same bytes
+(:mod:`toolbudget.incremental`).
 
 The session id namespaces the archive. When none is given, it is derived from
 the conversation itself (its system prompt and its task, the opening run of
@@ -34,7 +36,16 @@ from . import wire
 from .budget import Archive, Budgeted, Cut, Unreachable, cut_fresh, enforce, extend
 from .compaction import Schedule
 from .errors import InputError, NotFoundError, StoreConfigError, StoreError, ToolbudgetError
-from .incremental import HISTORY, Prefix, entries_after, fingerprint, head_of, opening, render_entries
+from .incremental import (
+    HISTORY,
+    Prefix,
+    entries_after,
+    fingerprint,
+    head_of,
+    opening,
+    parse_entries,
+    render_entries,
+)
 from .jsonio import dumps, in_order_of, loads_exact, to_body, with_literals
 from .marker import RECALL_TOOL, is_recall_tool
 from .measure import message_chars, request_chars, request_texts, tokens_of
@@ -564,7 +575,15 @@ class Session:
     # --- the pipeline ----------------------------------------------------------------
 
     def manage(self, body: Any, api: str | None = None) -> Managed:
-        """Repair and budget a request body; returns a new body (in the same form) and a report."""
+        """Repair and budget a request body; returns a new body (in the same form) and a report.
+
+        A body whose history begins with the last one's (an agent's next
+        request) is worked on its new messages alone, with the same bytes as
+        the whole pipeline gives (see :mod:`toolbudget.incremental`). A body
+        returned as JSON objects shares the unchanged ones with the bodies
+        given and returned before it: nothing here changes them afterwards,
+        and a caller that edits a returned body copies it first.
+        """
         with self._lock, self._request_time():
             return self._manage(body, api)
 
@@ -796,9 +815,8 @@ class Session:
         if found is None:
             return None, None
         entries, text, head = found
-        key = HISTORY[api]
         try:
-            new = wire.module(api).parse({key: entries}).messages
+            new = parse_entries(api, entries)
         except ToolbudgetError:
             return None, None  # the whole parse says what is wrong, and where, in the body's numbering
         start = prefix.count
