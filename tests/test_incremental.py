@@ -12,6 +12,7 @@ stops being the newest, a bad new message.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import orjson
@@ -297,3 +298,26 @@ def wire_parse(body: dict[str, Any]) -> Any:
     from toolbudget import wire
 
     return wire.parse(body, "anthropic")
+
+
+def test_the_same_history_again_is_answered_as_before_without_the_pipeline(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    runs = [0]
+    run = Session._run
+
+    def counting(session: Session, request: Any) -> Any:
+        runs[0] += 1
+        return run(session, request)
+
+    monkeypatch.setattr(Session, "_run", counting)
+    history = _history(6)
+    with Session("inc", store="memory:") as session:
+        session.manage(orjson.loads(orjson.dumps(_body(history[:9]))), "anthropic")
+        body = orjson.loads(orjson.dumps(_body(history[:11])))
+        first = session.manage(body, "anthropic")
+        runs[0] = 0
+        again = session.manage(orjson.loads(orjson.dumps(body)), "anthropic")
+    assert runs[0] == 0  # a retry costs no pipeline
+    assert orjson.dumps(again.body) == orjson.dumps(first.body) == _from_scratch(body)
+    assert again.report == replace(first.report, keys_written=())

@@ -109,19 +109,23 @@ def opening(text: bytes) -> memoryview:
     return memoryview(text)[:-1]
 
 
+_AFTER = frozenset(b",]")
+
+
 def entries_after(prefix: Prefix, body: Mapping[str, Any]) -> tuple[list[Any], bytes, bytes] | None:
-    """The entries ``body`` appends to the prefix's history, with its history's text and its head,
-    or ``None`` when its history does not begin with the prefix's, or nothing was appended."""
+    """The entries ``body`` appends to the prefix's history (none: the same body again), with its
+    history's text and its head, or ``None`` when its history does not begin with the prefix's."""
     key = HISTORY[prefix.api]
     entries = body.get(key)
-    if not isinstance(entries, list) or len(entries) <= prefix.count:
+    if not isinstance(entries, list) or len(entries) < prefix.count:
         return None
     text = fingerprint(entries)
     if text is None:
         return None
     old = prefix.history
-    # "[e1,...,en" begins "[e1,...,en,e(n+1)...": the first n entries are the same JSON values.
-    if len(text) <= len(old) or text[len(old)] != 0x2C or not text.startswith(old):
+    # "[e1,...,en" begins "[e1,...,en,e(n+1)...]" (or "[e1,...,en]"): the first n entries are the
+    # same JSON values.
+    if len(text) <= len(old) or text[len(old)] not in _AFTER or not text.startswith(old):
         return None
     head = head_of(body, key)
     if head is None or head != prefix.head:

@@ -815,6 +815,9 @@ class Session:
         if found is None:
             return None, None
         entries, text, head = found
+        if not entries:
+            # The same history again (a retry): the last answer, if it still holds.
+            return None, prefix.request
         try:
             new = parse_entries(api, entries)
         except ToolbudgetError:
