@@ -52,9 +52,11 @@ __all__ = [
     "Budgeted",
     "Cut",
     "Fresh",
+    "Trail",
     "Unreachable",
     "cut_fresh",
     "enforce",
+    "extend",
     "message_chars",
     "recall_route",
 ]
@@ -171,6 +173,39 @@ class Budgeted:
     """A compaction event fired at this request (the compacted form changed)."""
     form_keys: frozenset[str] = frozenset()
     """Keys written to remember which texts were sent as cuts (not originals of cuts)."""
+    trail: Trail | None = None
+    """What the next request, when it only appends to this one, may resume from (see :func:`extend`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Trail:
+    """What :func:`enforce` decided for a request, kept so that a request which only appends
+    messages to it is budgeted from here, at the cost of its new messages alone.
+
+    Every field is what the whole transform would compute again for the
+    unchanged messages: their slots as the schedule sees them, the levels it
+    gave them, the cuts and unreachable turns, where the turns stand. It is
+    only made for a request where that holds of any extension (no unfolded
+    history, no protected recall answer, no call without an id, nothing the
+    store failed to keep).
+    """
+
+    infos: tuple[SlotInfo, ...]
+    sizes: tuple[int, ...]
+    """Each message's characters as the schedule placed it (results after their caps)."""
+    levels: tuple[int, ...]
+    folded: int
+    shift: int
+    """Messages the fold took out: a managed index is the request's index less this."""
+    turn: int
+    turn_no: int
+    assistant_last: bool
+    cuts: tuple[Cut, ...]
+    unreachable: tuple[Unreachable, ...]
+    seen: int
+    form_keys: frozenset[str]
+    compacted: bool
+    """Whether the schedule was asked at all (compaction on, and there were results)."""
 
 
 @dataclass(slots=True)
@@ -516,14 +551,38 @@ def enforce(
         _cap(slot, policy, cutter)
     event = False
     folded = 0
-    if schedule is not None and policy.compaction != "off" and slots:
-        event = _compact(request, slots, policy, cutter, schedule, sizes)
+    scheduled = schedule is not None and policy.compaction != "off"
+    placed: list[int] = []
+    infos: list[SlotInfo] = []
+    levels: list[int] = []
+    if schedule is not None and scheduled and slots:
+        event, infos, placed, levels = _compact(request, slots, policy, cutter, schedule, sizes)
         folded = schedule.folded
+    elif scheduled:
+        placed = list(sizes) if sizes is not None else [message_chars(m) for m in request.messages]
     unreachable = _turn_budgets(slots, policy, cutter)
     rebuilt = _rebuild(request, slots, cutter.known)
     cuts = [s.cut for s in slots if s.cut is not None and not s.folded]
     if folded:
         rebuilt, cuts = _fold(request, rebuilt, slots, folded, cuts, cutter)
+    trail = None
+    if unfolded is None and not cutter.fallbacks and _resumable(request, slots):
+        starts = turn_starts(request.messages)
+        trail = Trail(
+            tuple(infos),
+            tuple(placed),
+            tuple(levels),
+            folded,
+            len(request.messages) - len(rebuilt.messages),
+            starts[-1] if starts else -1,
+            len(starts) - 1,
+            bool(request.messages) and request.messages[-1].role == "assistant",
+            tuple(cuts),
+            tuple(unreachable),
+            seen,
+            frozenset(cutter.form_keys),
+            bool(infos),
+        )
     return Budgeted(
         rebuilt,
         tuple(cuts),
@@ -532,7 +591,169 @@ def enforce(
         seen,
         event,
         frozenset(cutter.form_keys),
+        trail,
     )
+
+
+def _resumable(request: Request, slots: Sequence[_Slot]) -> bool:
+    """Whether an extension of ``request`` leaves every decision on it as it is (see :class:`Trail`).
+
+    A recall answer of the newest turn is protected only while its turn is
+    the newest; a call without an id is answered by name, in order, so a
+    later result may answer an old one.
+    """
+    if any(s.protected for s in slots):
+        return False
+    for message in request.messages:
+        for part in message.parts:
+            if (isinstance(part, ToolCall) and part.id is None) or (
+                isinstance(part, ToolResult) and part.call_id is None
+            ):
+                return False
+    return True
+
+
+def extend(
+    request: Request,
+    start: int,
+    trail: Trail,
+    managed: Request | None,
+    policy: Policy,
+    archive: Archive | None,
+    *,
+    schedule: Schedule | None,
+    sizes: Sequence[int],
+    on_store_error: Callable[[StoreError], None] = lambda exc: None,
+) -> Budgeted | None:
+    """:func:`enforce` of ``request``, whose first ``start`` messages are those of the request
+    ``trail`` was made for and ``managed`` its managed form (``None`` when it went out as it
+    came), working on the new messages alone.
+
+    ``sizes`` are the characters of the new messages. ``None`` when the
+    new messages could change a decision on the earlier ones (a result that
+    answers an earlier call, a compaction event, a fold that moves, a store
+    that fails): then only the whole transform gives the right answer.
+    """
+    messages = request.messages
+    known = _known(archive) if archive is not None else None
+    calls: dict[str, tuple[ToolCall, int, int]] = {}
+    slots: list[_Slot] = []
+    seen = 0
+    turn, turn_no, prev = trail.turn, trail.turn_no, trail.assistant_last
+    for i in range(start, len(messages)):
+        message = messages[i]
+        assistant = message.role == "assistant"
+        if assistant and not prev:
+            turn = i
+            turn_no += 1
+        prev = assistant
+        for k, part in enumerate(message.parts):
+            if isinstance(part, ToolCall):
+                if part.id is None:
+                    return None
+                calls[part.id] = (part, turn, turn_no)
+            elif isinstance(part, ToolResult):
+                seen += 1
+                found = calls.get(part.call_id) if part.call_id is not None else None
+                if found is None:
+                    return None  # it answers an earlier call (or none): its turn is an old one
+                text = result_text(part)
+                if text is None:
+                    continue
+                call, owner, owner_no = found
+                original = _original_of(text, archive, known)
+                slots.append(
+                    _Slot(
+                        i,
+                        k,
+                        part,
+                        original,
+                        call.name,
+                        owner,
+                        policy.exempt(call.name),
+                        original,
+                        owner_no,
+                        call,
+                        text=text,
+                    )
+                )
+    if slots:
+        newest = max(s.turn for s in slots)
+        for slot in slots:
+            slot.protected = slot.turn == newest and is_recall_tool(slot.tool)
+    cutter = _Cutter(policy, archive, on_store_error, recall_route(request))
+    for slot in slots:
+        _cap(slot, policy, cutter)
+    scheduled = schedule is not None and policy.compaction != "off"
+    count = len(trail.levels) if trail.compacted else 0
+    infos = trail.infos
+    placed: list[int] = []
+    levels: list[int] = []
+    if scheduled:
+        placed = [*trail.sizes, *sizes]
+        if len(placed) != len(messages):
+            return None
+        for slot in slots:
+            placed[slot.msg] += len(slot.current) - len(_text_now(slot))
+    if schedule is not None and scheduled and (infos or slots):
+        infos = (*infos, *_infos(slots, policy))
+        levels = schedule.levels(request, infos, placed, policy)
+        if (
+            schedule.fired_now
+            or schedule.folded != trail.folded
+            or levels[:count] != list(trail.levels)
+            or any(levels[count:])
+        ):
+            return None
+    unreachable = _turn_budgets(slots, policy, cutter)
+    if cutter.fallbacks:
+        return None
+    rebuilt = _rebuild(request, slots, cutter.known)
+    cuts = [s.cut for s in slots if s.cut is not None]
+    if trail.shift:
+        cuts = [replace(c, index=c.index - trail.shift) for c in cuts]
+    if managed is None and rebuilt is request:
+        result = request  # nothing changed, before or now
+    else:
+        head = managed.messages if managed is not None else messages[:start]
+        result = replace(managed or request, messages=(*head, *rebuilt.messages[start:]))
+    seen += trail.seen
+    form_keys = trail.form_keys | cutter.form_keys
+    all_cuts = (*trail.cuts, *cuts)
+    all_unreachable = (*trail.unreachable, *unreachable)
+    after = None
+    if not any(s.protected for s in slots):
+        after = Trail(
+            infos,
+            tuple(placed),
+            tuple(levels),
+            trail.folded,
+            trail.shift,
+            turn,
+            turn_no,
+            prev,
+            all_cuts,
+            all_unreachable,
+            seen,
+            form_keys,
+            bool(infos),
+        )
+    return Budgeted(result, all_cuts, all_unreachable, 0, seen, False, form_keys, after)
+
+
+def _infos(slots: Sequence[_Slot], policy: Policy) -> list[SlotInfo]:
+    """What the schedule knows of each result: where it is, its turn, its size after its cap."""
+    return [
+        SlotInfo(
+            s.msg,
+            s.turn_no,
+            len(s.current),  # as sent after its cap: what compaction can still reclaim
+            len(s.original) > policy.microcompact_min_chars and not s.exempt and not s.protected,
+            _keeps_errors(s),
+            not s.exempt and not s.protected,
+        )
+        for s in slots
+    ]
 
 
 def _cap(slot: _Slot, policy: Policy, cutter: _Cutter) -> None:
@@ -592,19 +813,13 @@ def _compact(
     cutter: _Cutter,
     schedule: Schedule,
     sizes: Sequence[int] | None,
-) -> bool:
-    """Shrink old results to the levels the schedule gives; say whether an event fired now."""
-    infos = [
-        SlotInfo(
-            s.msg,
-            s.turn_no,
-            len(s.current),  # as sent after its cap: what compaction can still reclaim
-            len(s.original) > policy.microcompact_min_chars and not s.exempt and not s.protected,
-            _keeps_errors(s),
-            not s.exempt and not s.protected,
-        )
-        for s in slots
-    ]
+) -> tuple[bool, list[SlotInfo], list[int], list[int]]:
+    """Shrink old results to the levels the schedule gives; say whether an event fired now.
+
+    Also gives what the schedule was told (each result, each message's size as placed) and the
+    levels, for :class:`Trail`.
+    """
+    infos = _infos(slots, policy)
     message_sizes = list(sizes) if sizes is not None else [message_chars(m) for m in request.messages]
     for slot in slots:
         # Place results as sent before compaction: after their caps, whatever the body held.
@@ -618,7 +833,7 @@ def _compact(
             cutter.summarize(slot)
         elif level == LEVEL_PREVIEW and len(slot.original) > limit and len(slot.current) > limit:
             cutter.preview(slot, limit, COMPACT_PREVIEW)
-    return schedule.fired_now
+    return schedule.fired_now, infos, message_sizes, levels
 
 
 def _turn_budgets(slots: Sequence[_Slot], policy: Policy, cutter: _Cutter) -> list[Unreachable]:

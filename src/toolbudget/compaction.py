@@ -164,6 +164,7 @@ class Schedule:
     def __init__(self) -> None:
         self._messages: tuple[Message, ...] = ()
         self._frame: tuple[int, int] = (0, 0)
+        self._carry: _Carry | None = None
         self._points: list[_Checkpoint] = []
         self.events: list[int] = []
         """Request points (by index) where an event fired, for the last history."""
@@ -189,7 +190,13 @@ class Schedule:
         self.folded = 0
         if policy.compaction == "off" or not slots:
             return [LEVEL_NONE] * len(slots)
-        starts = turn_starts(request.messages)
+        carry, self._carry = self._carry, None
+        same = self._same(request.messages)
+        if carry is not None and same >= carry.messages:
+            starts = carry.starts + turn_starts(request.messages, carry.messages, carry.assistant_last)
+        else:
+            carry = None
+            starts = turn_starts(request.messages)
         if policy.compaction == "eager":
             now = eager_levels(slots, len(starts), policy)
             # In eager mode the form changes whenever a result crosses an age.
@@ -203,29 +210,45 @@ class Schedule:
         # The system prompt and the tool definitions fill the window too.
         fixed = fixed_chars(request)
         # Every earlier decision depends on these too: when they change, none of the memo holds.
-        resume = self._resume(request.messages, points) if (window_chars, fixed) == self._frame else 0
+        resume = self._resume(same, points) if (window_chars, fixed) == self._frame else 0
         self._frame = (window_chars, fixed)
-        cum = [0]
-        for size in sizes:
-            cum.append(cum[-1] + size)
         last = self._points[resume - 1] if resume else None
-        state: list[int] = list(last.levels) if last else []
-        fold = [last.folded if last else 0]
         unmanaged, eager = (last.unmanaged, last.eager) if last else (0.0, 0.0)
         kept = self._points[:resume]
         events = [e for e in self.events if e < resume]
-        msgs = [s.msg for s in slots]
-        size_prefix = [0]
-        for slot in slots:
-            size_prefix.append(size_prefix[-1] + slot.size)
-        # Each point's age levels serve its decision, and its eager step and the next one's.
-        then = eager_levels(slots[: len(state)], resume, policy) if resume else []
-        tally = _Tally(slots, policy, state, then)
         thresholds = {policy.microcompact_truncate_turns, policy.microcompact_summarize_turns}
-        by_turn: dict[int, list[int]] = {}
-        for k, slot in enumerate(slots):
-            if slot.eligible:
-                by_turn.setdefault(slot.turn_no, []).append(k)
+        if carry is not None and resume == len(self._points) and resume and carry.holds(slots, sizes, policy):
+            # The last history, grown: its sums and running state go on from where they stopped.
+            cum, msgs, size_prefix = carry.cum, carry.msgs, carry.size_prefix
+            by_turn, tally = carry.by_turn, carry.tally
+            for size in sizes[len(cum) - 1 :]:
+                cum.append(cum[-1] + size)
+            for k in range(len(msgs), len(slots)):
+                slot = slots[k]
+                msgs.append(slot.msg)
+                size_prefix.append(size_prefix[-1] + slot.size)
+                if slot.eligible:
+                    by_turn.setdefault(slot.turn_no, []).append(k)
+            tally.slots = slots
+            state = tally.state
+            fold = carry.fold
+        else:
+            cum = [0]
+            for size in sizes:
+                cum.append(cum[-1] + size)
+            state = list(last.levels) if last else []
+            fold = [last.folded if last else 0]
+            msgs = [s.msg for s in slots]
+            size_prefix = [0]
+            for slot in slots:
+                size_prefix.append(size_prefix[-1] + slot.size)
+            # Each point's age levels serve its decision, and its eager step and the next one's.
+            then = eager_levels(slots[: len(state)], resume, policy) if resume else []
+            tally = _Tally(slots, policy, state, then)
+            by_turn = {}
+            for k, slot in enumerate(slots):
+                if slot.eligible:
+                    by_turn.setdefault(slot.turn_no, []).append(k)
         for j in range(resume, len(points)):
             end = points[j]
             prev_end = points[j - 1] if j else 0
@@ -257,16 +280,35 @@ class Schedule:
         self.events = events
         self.fired_now = bool(events) and events[-1] == len(points) - 1
         self.folded = fold[0]
-        state.extend([LEVEL_NONE] * (len(slots) - len(state)))
-        return state
+        messages = request.messages
+        self._carry = _Carry(
+            len(messages),
+            bool(messages) and messages[-1].role == "assistant",
+            starts,
+            list(slots),
+            list(sizes),
+            policy,
+            cum,
+            msgs,
+            size_prefix,
+            by_turn,
+            tally,
+            fold,
+        )
+        return [*state, *([LEVEL_NONE] * (len(slots) - len(state)))]
 
-    def _resume(self, messages: tuple[Message, ...], points: Sequence[int]) -> int:
-        """How many request points of the memo still hold for ``messages``."""
+    def _same(self, messages: tuple[Message, ...]) -> int:
+        """How many of ``messages`` begin the last history (the same objects)."""
         old = self._messages
         same = 0
         limit = min(len(old), len(messages))
         while same < limit and old[same] is messages[same]:
             same += 1
+        return same
+
+    def _resume(self, same: int, points: Sequence[int]) -> int:
+        """How many request points of the memo still hold for a history whose first ``same``
+        messages are the last one's."""
         count = 0
         for checkpoint, end in zip(self._points, points, strict=False):
             if checkpoint.end != end or end > same:
@@ -275,16 +317,55 @@ class Schedule:
         return count
 
 
-def turn_starts(messages: Sequence[Message]) -> list[int]:
-    """Message index where each assistant turn (a run of assistant messages) starts."""
+def turn_starts(messages: Sequence[Message], begin: int = 0, after_assistant: bool = False) -> list[int]:
+    """Message index where each assistant turn (a run of assistant messages) starts.
+
+    From ``begin`` on, the message before it being the assistant's when ``after_assistant``.
+    """
     starts = []
-    prev = False
-    for i, message in enumerate(messages):
-        assistant = message.role == "assistant"
+    prev = after_assistant
+    for i in range(begin, len(messages)):
+        assistant = messages[i].role == "assistant"
         if assistant and not prev:
             starts.append(i)
         prev = assistant
     return starts
+
+
+@dataclass(slots=True)
+class _Carry:
+    """What the last ``levels`` call ended with, for a history that only grew since.
+
+    The walk over request points keeps running sums (``_Tally``) and lists
+    indexed by message and result. When the next history is the last one plus
+    new messages (the same messages, results and sizes before them), they are
+    extended instead of rebuilt: the decisions are the ones a walk from the
+    start gives, at the cost of the new points alone.
+    """
+
+    messages: int
+    assistant_last: bool
+    starts: list[int]
+    slots: list[SlotInfo]
+    sizes: list[int]
+    policy: Policy
+    cum: list[int]
+    msgs: list[int]
+    size_prefix: list[int]
+    by_turn: dict[int, list[int]]
+    tally: _Tally
+    fold: list[int]
+
+    def holds(self, slots: Sequence[SlotInfo], sizes: Sequence[int], policy: Policy) -> bool:
+        """Whether ``slots`` and ``sizes`` begin with the last ones (the same objects, the same sizes)."""
+        old = self.slots
+        return (
+            policy is self.policy
+            and len(slots) >= len(old)
+            and len(sizes) >= len(self.sizes)
+            and list(slots[: len(old)]) == old
+            and list(sizes[: len(self.sizes)]) == self.sizes
+        )
 
 
 class _Head(Sequence[SlotInfo]):

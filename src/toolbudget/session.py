@@ -3,7 +3,9 @@
 ``Session.manage`` is the whole pipeline for one request: parse, repair the
 pairing, enforce the budgets, render. It never mutates its input and is
 deterministic: the same body gives the same bytes, in this process or another,
-and managing a managed body changes nothing.
+and managing a managed body changes nothing. A request that only appends to
+the last one is worked on its new messages alone, to the same bytes
+(:mod:`toolbudget.incremental`).
 
 The session id namespaces the archive. When none is given, it is derived from
 the conversation itself (its system prompt and its task, the opening run of
@@ -31,15 +33,25 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from . import wire
-from .budget import Archive, Budgeted, Cut, Unreachable, cut_fresh, enforce
+from .budget import Archive, Budgeted, Cut, Unreachable, cut_fresh, enforce, extend
 from .compaction import Schedule
-from .errors import InputError, NotFoundError, StoreConfigError, StoreError
+from .errors import InputError, NotFoundError, StoreConfigError, StoreError, ToolbudgetError
+from .incremental import (
+    HISTORY,
+    Prefix,
+    entries_after,
+    fingerprint,
+    head_of,
+    opening,
+    parse_entries,
+    render_entries,
+)
 from .jsonio import dumps, in_order_of, loads_exact, to_body, with_literals
 from .marker import is_recall_tool
 from .measure import message_chars, request_chars, request_texts, tokens_of
-from .model import Request, Text, ToolCall
+from .model import Request, Text, ToolCall, set_origin
 from .models import context_window
-from .pairing import Repair, repair_request
+from .pairing import Repair, appends_validly, call_ids, repair_checked
 from .policy import Policy
 from .previews import Preview
 from .recall import answer as answer_recall
@@ -406,6 +418,9 @@ class Session:
         self._caches: dict[str, wire.EntryCache] = {}
         self._primed: dict[int, _Primed] = {}
         self._last: _Last | None = None
+        self._prefix: Prefix | None = None
+        self._hint: tuple[Request, bytes, list[int]] | None = None
+        """A request :meth:`_extend` parsed but could not finish: its history's text and sizes."""
         self._schedule = Schedule()
         self.last_report: Report | None = None
         """The report of the last ``manage`` call (of any thread)."""
@@ -561,7 +576,15 @@ class Session:
     # --- the pipeline ----------------------------------------------------------------
 
     def manage(self, body: Any, api: str | None = None) -> Managed:
-        """Repair and budget a request body; returns a new body (in the same form) and a report."""
+        """Repair and budget a request body; returns a new body (in the same form) and a report.
+
+        A body whose history begins with the last one's (an agent's next
+        request) is worked on its new messages alone, with the same bytes as
+        the whole pipeline gives (see :mod:`toolbudget.incremental`). A body
+        returned as JSON objects shares the unchanged ones with the bodies
+        given and returned before it: nothing here changes them afterwards,
+        and a caller that edits a returned body copies it first.
+        """
         with self._lock, self._request_time():
             return self._manage(body, api)
 
@@ -573,9 +596,15 @@ class Session:
             and (api is None or primed.api == wire.resolve_api(api))
         ):
             # Parsed already, to find this session (:meth:`Sessions.for_request`): not parsed again.
-            return self._manage_request(body, primed.parsed, primed.request)
+            managed, request = self._extend(body, primed.parsed, primed.api)
+            return managed or self._manage_request(body, primed.parsed, request or primed.request)
         parsed, name = self._read(body, api)
-        return self._manage_request(body, parsed, wire.parse(parsed, name, self._cache(name)))
+        managed, request = self._extend(body, parsed, name)
+        if managed is not None:
+            return managed
+        if request is None:
+            request = wire.parse(parsed, name, self._cache(name))
+        return self._manage_request(body, parsed, request)
 
     @staticmethod
     def _read(body: Any, api: str | None) -> tuple[dict[str, Any], str]:
@@ -601,6 +630,7 @@ class Session:
         """The same pipeline on a parsed request."""
         with self._lock, self._request_time():
             self._bind(request)
+            self._prefix = None  # what a body's next request resumes from is a body's
             return self._pipeline(request)
 
     def cut_result(
@@ -691,15 +721,38 @@ class Session:
             fixed = last.managed
             self._notify(report)
         else:
-            fixed, report = self._pipeline(request)
+            fixed, report, budgeted, valid, noted, sizes = self._run(request)
             out = None if fixed is request else in_order_of(parsed, wire.render(fixed))
-            if out is not None and isinstance(body, (bytes, bytearray, memoryview, str)):
-                exact = loads_exact(body, parsed)
-                if exact is not None:
-                    # Some number would not be written back as it came: write its own literal.
-                    out = with_literals(out, parsed, exact)
-            self._last = _Last(request, self.policy, out, report, replace(report, keys_written=()), fixed)
+            self._prefix = None
+            if valid and budgeted is not None and budgeted.trail is not None and self.token_counter is None:
+                self._prefix = self._prefix_of(parsed, request, fixed, out, report, budgeted, noted, sizes)
+            self._hint = None
+            out = self._answered(body, parsed, request, fixed, out, report)
         self.last_report = report
+        return self._managed(body, request, fixed, out, report)
+
+    def _answered(
+        self,
+        body: Any,
+        parsed: dict[str, Any],
+        request: Request,
+        fixed: Request,
+        out: dict[str, Any] | None,
+        report: Report,
+    ) -> dict[str, Any] | None:
+        """The managed body's JSON objects, remembered as the last answer."""
+        if out is not None and isinstance(body, (bytes, bytearray, memoryview, str)):
+            exact = loads_exact(body, parsed)
+            if exact is not None:
+                # Some number would not be written back as it came: write its own literal.
+                out = with_literals(out, parsed, exact)
+        self._last = _Last(request, self.policy, out, report, replace(report, keys_written=()), fixed)
+        return out
+
+    @staticmethod
+    def _managed(
+        body: Any, request: Request, fixed: Request, out: dict[str, Any] | None, report: Report
+    ) -> Managed:
         if out is None:
             return Managed(body, report, request, request)
         if isinstance(body, (bytes, bytearray, memoryview)):
@@ -707,6 +760,151 @@ class Session:
         if isinstance(body, str):
             return Managed(dumps(out).decode(), report, request, fixed)
         return Managed(out, report, request, fixed)
+
+    def _prefix_of(
+        self,
+        parsed: dict[str, Any],
+        request: Request,
+        fixed: Request,
+        out: dict[str, Any] | None,
+        report: Report,
+        budgeted: Budgeted,
+        noted: dict[str, str],
+        sizes: list[int],
+    ) -> Prefix | None:
+        """What the next request, if it only appends to this one, is budgeted from."""
+        api = request.api or ""
+        key = HISTORY.get(api)
+        if key is None or budgeted.trail is None:
+            return None
+        entries = parsed.get(key)
+        hint, self._hint = self._hint, None
+        text = hint[1] if hint is not None and hint[0] is request else fingerprint(entries)
+        head = head_of(parsed, key)
+        if text is None or head is None or not isinstance(entries, list):
+            return None
+        if len(entries) != len(request.messages):
+            return None
+        return Prefix(
+            api,
+            self.policy,
+            head,
+            opening(text),
+            len(entries),
+            request,
+            None if fixed is request else fixed,
+            out,
+            budgeted.trail,
+            noted,
+            report.chars_before,
+            report.chars_after,
+            call_ids(request.messages),
+            tuple(sizes),
+        )
+
+    def _extend(self, body: Any, parsed: dict[str, Any], api: str) -> tuple[Managed | None, Request | None]:
+        """The managed answer to a request that only appends to the last one, from the last one's
+        decisions (see :mod:`toolbudget.incremental`).
+
+        ``None`` when the whole pipeline must run, with the request parsed when its history
+        begins with the last one's: the earlier messages as parsed then, the new ones now.
+        """
+        prefix = self._prefix
+        if prefix is None or prefix.api != api or prefix.policy is not self.policy:
+            return None, None
+        found = entries_after(prefix, parsed)
+        if found is None:
+            return None, None
+        entries, text, head = found
+        if not entries:
+            # The same history again (a retry): the last answer, if it still holds.
+            return None, prefix.request
+        try:
+            new = parse_entries(api, entries)
+        except ToolbudgetError:
+            return None, None  # the whole parse says what is wrong, and where, in the body's numbering
+        start = prefix.count
+        if len(new) != len(entries):
+            return None, None
+        request = set_origin(replace(prefix.request, messages=(*prefix.request.messages, *new)), api, parsed)
+        managed = None
+        if self.token_counter is None and appends_validly(request, start, prefix.calls):
+            managed = self._extended(body, parsed, request, prefix, text, head)
+        if managed is None:
+            # The whole pipeline runs on it, without measuring the earlier messages again.
+            self._hint = (request, text, [*prefix.sizes, *(message_chars(m) for m in new)])
+        return managed, request
+
+    def _extended(
+        self, body: Any, parsed: dict[str, Any], request: Request, prefix: Prefix, text: bytes, head: bytes
+    ) -> Managed | None:
+        """:meth:`_extend` of a request known valid: its budget from the prefix's, if that holds."""
+        api = prefix.api
+        key = HISTORY[api]
+        start = prefix.count
+        new = request.messages[start:]
+        self._bind(request)
+        self._keys_this_call = []
+        sizes = [message_chars(m) for m in new]
+        archive = self.archive
+        try:
+            archive.collect()
+            assert archive.pending is not None
+            archive.pending.update(prefix.pending)
+            budgeted = extend(
+                request,
+                start,
+                prefix.trail,
+                prefix.managed,
+                self.policy,
+                archive,
+                schedule=self._schedule,
+                sizes=sizes,
+            )
+            if budgeted is None:
+                return None
+            noted = dict(archive.pending)
+            lost = archive.flush()
+        finally:
+            archive.pending = None
+            archive.lost = frozenset()
+        if lost:
+            return None  # the whole pipeline cuts again, with the keys the store could not keep
+        fixed = budgeted.request
+        chars_before = prefix.chars_before + sum(sizes)
+        chars_after = chars_before
+        if fixed is not request:
+            chars_after = prefix.chars_after + sum(message_chars(m) for m in fixed.messages[-len(new) :])
+        report = self._report(request, fixed, (), budgeted, (chars_before, chars_after))
+        self._notify(report)
+        out: dict[str, Any] | None = None
+        if fixed is not request:
+            if prefix.out is None:
+                out = in_order_of(parsed, wire.render(fixed))
+            else:
+                out = dict(prefix.out)
+                out[key] = [*prefix.out[key], *render_entries(api, fixed.messages[-len(new) :])]
+        self._prefix = None
+        if budgeted.trail is not None:
+            self._prefix = Prefix(
+                api,
+                self.policy,
+                head,
+                opening(text),
+                len(parsed[key]),
+                request,
+                None if fixed is request else fixed,
+                out,
+                budgeted.trail,
+                noted,
+                chars_before,
+                chars_after,
+                prefix.calls | call_ids(new),
+                (*prefix.sizes, *sizes),
+            )
+        out = self._answered(body, parsed, request, fixed, out, report)
+        self.last_report = report
+        return self._managed(body, request, fixed, out, report)
 
     def _still_held(self, report: Report) -> bool:
         """Whether the store still holds every key the last answer's markers name (one round trip)."""
@@ -719,29 +917,44 @@ class Session:
             return False  # cut again: what cannot be checked is not promised
 
     def _pipeline(self, request: Request) -> tuple[Request, Report]:
+        fixed, report, _, _, _, _ = self._run(request)
+        return fixed, report
+
+    def _run(
+        self, request: Request
+    ) -> tuple[Request, Report, Budgeted | None, bool, dict[str, str], list[int]]:
+        """The whole pipeline; also what it budgeted, whether the request came valid, the keys
+        (with their texts) its markers name and each message's size, for :meth:`_prefix_of`."""
         self._keys_this_call = []
-        repaired, repairs = repair_request(request)
-        known = self._sizes(request.api)
-        sizes = [
-            (known.get(id(m)) if known is not None else None) or message_chars(m) for m in repaired.messages
-        ]
+        repaired, repairs, valid = repair_checked(request)
+        hint = self._hint
+        if hint is not None and hint[0] is request and repaired is request:
+            sizes = hint[2]
+        else:
+            known = self._sizes(request.api)
+            sizes = [
+                (known.get(id(m)) if known is not None else None) or message_chars(m)
+                for m in repaired.messages
+            ]
         archive = self.archive
         try:
             archive.collect()
             budgeted = enforce(repaired, self.policy, archive, schedule=self._schedule, sizes=sizes)
+            noted = dict(archive.pending or {})
             lost = archive.flush()
             if lost:
                 # Cut again, with the keys the store could not keep marked as lost.
                 archive.collect()
                 archive.lost = lost
                 budgeted = enforce(repaired, self.policy, archive, schedule=self._schedule, sizes=sizes)
+                valid = False  # nothing to resume from: its keys were never checked
         finally:
             archive.pending = None
             archive.lost = frozenset()
         result = budgeted.request
         report = self._report(request, result, repairs, budgeted)
         self._notify(report)
-        return result, report
+        return result, report, budgeted, valid, noted, sizes
 
     def _notify(self, report: Report) -> None:
         for cut in report.cuts:
@@ -752,11 +965,19 @@ class Session:
                 self.on_budget_unreachable(turn)
 
     def _report(
-        self, before: Request, after: Request, repairs: tuple[Repair, ...], budgeted: Budgeted
+        self,
+        before: Request,
+        after: Request,
+        repairs: tuple[Repair, ...],
+        budgeted: Budgeted,
+        chars: tuple[int, int] | None = None,
     ) -> Report:
-        sizes = self._sizes(before.api)
-        chars_before = request_chars(before, sizes)
-        chars_after = chars_before if after is before else request_chars(after, sizes)
+        if chars is not None:
+            chars_before, chars_after = chars  # counted message by message as the history grew
+        else:
+            sizes = self._sizes(before.api)
+            chars_before = request_chars(before, sizes)
+            chars_after = chars_before if after is before else request_chars(after, sizes)
         if self.token_counter is None:
             tokens_before, tokens_after = tokens_of(chars_before), tokens_of(chars_after)
         else:

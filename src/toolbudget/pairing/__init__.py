@@ -14,9 +14,9 @@ from typing import Any
 from .. import wire
 from ..errors import UnknownAPIError
 from ..jsonio import dumps, in_order_of, loads_exact, to_body, with_literals
-from ..model import Part, Request, Text
+from ..model import Message, Part, Request, Text, ToolCall
 from ..wire import tools_for_calls
-from .check import Violation, check, needs_tools
+from .check import Violation, check, needs_tools, pending_from, thinking_enabled
 from .fix import SYNTHETIC_TEXT, Repair, fix
 from .rules import Rules, rules_for
 
@@ -25,8 +25,11 @@ __all__ = [
     "Repair",
     "Repaired",
     "Violation",
+    "appends_validly",
+    "call_ids",
     "check_request",
     "repair",
+    "repair_checked",
     "repair_request",
     "validate",
 ]
@@ -62,6 +65,45 @@ def repair_request(request: Request, *, close_pending: bool = False) -> tuple[Re
     """A repaired copy of a parsed request (the same object when it is valid)."""
     fixed, repairs, _ = _repair(request, close_pending)
     return fixed, repairs
+
+
+def repair_checked(request: Request) -> tuple[Request, tuple[Repair, ...], bool]:
+    """:func:`repair_request`, also saying whether the request came with no violation at all."""
+    fixed, repairs, violations = _repair(request, False)
+    return fixed, repairs, not violations
+
+
+def call_ids(messages: tuple[Message, ...]) -> frozenset[str]:
+    """The ids of every call in ``messages``."""
+    return frozenset(p.id for m in messages for p in m.parts if isinstance(p, ToolCall) and p.id is not None)
+
+
+def appends_validly(request: Request, start: int, earlier: frozenset[str]) -> bool:
+    """Whether ``request`` is valid, knowing its first ``start`` messages were valid on their own.
+
+    Then only the new messages need checking, which is what makes a long
+    session's next request cheap: the history before them was closed (no call
+    still waiting, the last message not the assistant's), so every rule but
+    two looks no further back than the message before a new one, and a plain
+    user message stands in for it. The two are answered here: a new call may
+    not reuse an id of ``earlier`` (the calls of the first messages), and a
+    history whose thinking rule walks back through its tool loop is not
+    judged from its end. ``False`` says only that the whole check must decide.
+    """
+    messages = request.messages
+    if not 0 < start < len(messages) or messages[start - 1].role == "assistant":
+        return False
+    rules = rules_for(_api(request))
+    if rules.thinking_first and thinking_enabled(request):
+        return False
+    if pending_from(rules, messages[:start]) != start:
+        return False
+    tail = messages[start:]
+    if not earlier.isdisjoint(call_ids(tail)):
+        return False
+    stand_in = Message("user", (Text("."),))
+    alone = replace(request, messages=(stand_in, *tail))
+    return not check(alone, rules)
 
 
 def _repair(request: Request, close_pending: bool) -> tuple[Request, tuple[Repair, ...], list[Violation]]:
