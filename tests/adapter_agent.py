@@ -101,3 +101,20 @@ def run_example(name: str, *args: str) -> str:
     )
     assert done.returncode == 0, done.stderr[-3000:]
     return done.stdout
+
+
+def import_error_without(package: str, adapter: str) -> str:
+    """What importing ``toolbudget.adapters.ADAPTER`` says in a Python where ``package`` is missing."""
+    code = (
+        f"import sys\nsys.modules[{package!r}] = None\n"
+        f"try:\n    import toolbudget.adapters.{adapter}\n"
+        "except ImportError as e:\n    print(e)\n"
+    )
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": os.environ.get("PYTHONPATH", "")},
+        timeout=120,
+        check=True,
+    ).stdout.strip()

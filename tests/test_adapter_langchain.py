@@ -10,9 +10,6 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
-import os
-import subprocess
-import sys
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -30,6 +27,7 @@ from adapter_agent import (
     KEY_LINE,
     SEARCHES,
     TOOL,
+    import_error_without,
     llama_url,
     marker_keys,
     next_step,
@@ -266,20 +264,8 @@ def test_example_runs_ten_turns_with_markers_and_a_recall() -> None:
 
 
 def test_without_langchain_the_import_names_the_extra() -> None:
-    code = (
-        "import sys\nsys.modules['langchain'] = None\n"
-        "try:\n    import toolbudget.adapters.langchain\n"
-        "except ImportError as e:\n    print(e)\n"
-    )
-    out = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONPATH": os.environ.get("PYTHONPATH", "")},
-        timeout=120,
-        check=True,
-    ).stdout
-    assert out.strip() == "toolbudget.adapters.langchain needs langchain: pip install 'toolbudget[langchain]'"
+    out = import_error_without("langchain", "langchain")
+    assert out == "toolbudget.adapters.langchain needs langchain: pip install 'toolbudget[langchain]'"
 
 
 def test_a_pool_gives_each_thread_its_session() -> None:

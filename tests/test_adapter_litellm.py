@@ -11,10 +11,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
-import os
 import runpy
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +24,7 @@ from adapter_agent import (
     KEY_LINE,
     SEARCHES,
     TOOL,
+    import_error_without,
     llama_url,
     marker_keys,
     next_step,
@@ -235,20 +233,8 @@ def test_example_runs_ten_turns_with_markers_and_a_recall() -> None:
 
 
 def test_without_litellm_the_import_names_the_extra() -> None:
-    code = (
-        "import sys\nsys.modules['litellm'] = None\n"
-        "try:\n    import toolbudget.adapters.litellm\n"
-        "except ImportError as e:\n    print(e)\n"
-    )
-    out = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONPATH": os.environ.get("PYTHONPATH", "")},
-        timeout=120,
-        check=True,
-    ).stdout
-    assert out.strip() == "toolbudget.adapters.litellm needs litellm: pip install 'toolbudget[litellm]'"
+    out = import_error_without("litellm", "litellm")
+    assert out == "toolbudget.adapters.litellm needs litellm: pip install 'toolbudget[litellm]'"
 
 
 def test_the_proxy_config_callback_is_one_the_proxy_calls(monkeypatch: pytest.MonkeyPatch) -> None:

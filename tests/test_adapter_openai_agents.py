@@ -10,9 +10,6 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
-import os
-import subprocess
-import sys
 from typing import Any
 
 import pytest
@@ -25,6 +22,7 @@ from adapter_agent import (
     KEY_LINE,
     SEARCHES,
     TOOL,
+    import_error_without,
     llama_url,
     marker_keys,
     next_step,
@@ -255,20 +253,5 @@ def test_example_runs_ten_turns_with_markers_and_a_recall() -> None:
 
 
 def test_without_the_sdk_the_import_names_the_extra() -> None:
-    code = (
-        "import sys\nsys.modules['agents'] = None\n"
-        "try:\n    import toolbudget.adapters.openai_agents\n"
-        "except ImportError as e:\n    print(e)\n"
-    )
-    out = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONPATH": os.environ.get("PYTHONPATH", "")},
-        timeout=120,
-        check=True,
-    ).stdout
-    assert (
-        out.strip()
-        == "toolbudget.adapters.openai_agents needs agents: pip install 'toolbudget[openai-agents]'"
-    )
+    out = import_error_without("agents", "openai_agents")
+    assert out == "toolbudget.adapters.openai_agents needs agents: pip install 'toolbudget[openai-agents]'"

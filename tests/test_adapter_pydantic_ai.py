@@ -9,9 +9,6 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
-import os
-import subprocess
-import sys
 from typing import Any
 
 import pytest
@@ -32,6 +29,7 @@ from adapter_agent import (
     KEY_LINE,
     SEARCHES,
     TOOL,
+    import_error_without,
     llama_url,
     marker_keys,
     next_step,
@@ -227,23 +225,8 @@ def test_example_runs_ten_turns_with_markers_and_a_recall() -> None:
 
 
 def test_without_pydantic_ai_the_import_names_the_extra() -> None:
-    code = (
-        "import sys\nsys.modules['pydantic_ai'] = None\n"
-        "try:\n    import toolbudget.adapters.pydantic_ai\n"
-        "except ImportError as e:\n    print(e)\n"
-    )
-    out = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONPATH": os.environ.get("PYTHONPATH", "")},
-        timeout=120,
-        check=True,
-    ).stdout
-    assert (
-        out.strip()
-        == "toolbudget.adapters.pydantic_ai needs pydantic_ai: pip install 'toolbudget[pydantic-ai]'"
-    )
+    out = import_error_without("pydantic_ai", "pydantic_ai")
+    assert out == "toolbudget.adapters.pydantic_ai needs pydantic_ai: pip install 'toolbudget[pydantic-ai]'"
 
 
 def test_a_pool_gives_each_conversation_its_session() -> None:
