@@ -759,7 +759,9 @@ class Session:
             if exact is not None:
                 # Some number would not be written back as it came: write its own literal.
                 out = with_literals(out, parsed, exact)
-        self._last = _Last(request, self.policy, out, report, replace(report, keys_written=()), fixed)
+        # Most requests write nothing new: their report is their repeat's, no copy made.
+        repeat = replace(report, keys_written=()) if report.keys_written else report
+        self._last = _Last(request, self.policy, out, report, repeat, fixed)
         return out
 
     @staticmethod
