@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from toolbudget import to_request, validate, wire
 from toolbudget.budget import MIN_PREVIEW_CHARS, result_text
-from toolbudget.errors import InputError
+from toolbudget.errors import InputError, NotFoundError
 from toolbudget.jsonio import dumps
 from toolbudget.marker import MARKER_RE, find_markers
 from toolbudget.model import Conversation, Message, Text, ToolCall, ToolResult
@@ -591,3 +591,33 @@ def test_tool_definitions_count_on_every_api(api: str) -> None:
     assert report.chars_before == without.chars_before + tool_chars
     # The history alone is well inside the window; with the tools it is past the watermark.
     assert not without.compaction_event and report.compaction_event
+
+
+def _one_big_result(text: str) -> dict[str, Any]:
+    return {
+        "model": "m",
+        "max_tokens": 10,
+        "messages": [
+            {"role": "user", "content": "look"},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "c1", "name": "bash", "input": {}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "c1", "content": text}]},
+        ],
+    }
+
+
+@pytest.mark.parametrize("damage", ["empty", "short", "other"])
+def test_an_entry_that_does_not_match_its_key_reads_as_missing(tmp_path: Path, damage: str) -> None:
+    # The dir store does not flush each write: after a power loss an entry may be empty or short.
+    text = "".join(f"line {n} of the output\n" for n in range(2000))
+    with Session("torn", store=f"dir:{tmp_path}", policy=TIGHT) as session:
+        managed = session.manage(_one_big_result(text), "anthropic")
+        [key] = [m.key for m in find_markers(orjson.dumps(managed.body).decode()) if m.key]
+        assert key is not None and session.original(key) == text
+        location = session.store.location(session.id, key)
+        assert location is not None
+        os.chmod(location, 0o600)
+        torn = {"empty": "", "short": text[: len(text) // 2], "other": text.replace("line 7 ", "line 8 ")}
+        Path(location).write_text(torn[damage])
+        with pytest.raises(NotFoundError):
+            session.original(key)
+        assert "not found" in session.handle_recall({"key": key})

@@ -227,6 +227,16 @@ def test_unknown_key_is_none(store: Store) -> None:
     assert store.path("s1", OTHER) is None
 
 
+def test_get_many_reads_what_is_held_in_one_call(store: Store) -> None:
+    third = "a" * 32
+    store.put_many("s1", {KEY: b"one", OTHER: b""})
+    store.put("s2", third, b"elsewhere")
+    found = store.get_many("s1", [OTHER, third, KEY, "../x", KEY])
+    assert found == {KEY: b"one", OTHER: b""}
+    assert store.get_many("s1", []) == {} and store.get_many("nobody", [KEY]) == {}
+    assert store.get_many("s2", [third, KEY]) == {third: b"elsewhere"}
+
+
 def test_another_session_cannot_read_an_entry(store: Store) -> None:
     store.put("s1", KEY, b"secret of s1")
     assert store.get("s2", KEY) is None
@@ -324,6 +334,7 @@ def test_a_closed_store_raises_store_error(backend: Backend) -> None:
     for call in (
         lambda: store.put("s1", OTHER, b"x"),
         lambda: store.get("s1", KEY),
+        lambda: store.get_many("s1", [KEY]),
         lambda: store.keys("s1"),
         lambda: store.drop("s1"),
     ):
@@ -457,6 +468,8 @@ def test_open_store_schemes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
         "sqlite:/tmp/x.sqlite?max_bytes=0",
         "sqlite:/tmp/x.sqlite?max_bytes=1.5",
         "sqlite:/tmp/x.sqlite?max-bytes=10",
+        "dir:/tmp/x?sync=yes",
+        "sqlite:/tmp/x.sqlite?sync=1",
     ],
 )
 def test_open_store_rejects_bad_urls_with_input_error(url: str) -> None:
@@ -660,14 +673,18 @@ def test_dir_root_that_is_a_file(tmp_path: Path) -> None:
         store.keys("s1")
 
 
-def test_dir_disk_full_leaves_nothing_behind(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    store = DirStore(tmp_path)
+@pytest.mark.parametrize("sync", [False, True])
+def test_dir_disk_full_leaves_nothing_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sync: bool
+) -> None:
+    store = DirStore(tmp_path, sync=sync)
     store.put("s1", KEY, b"before")
 
-    def full(fd: int) -> None:
+    def full(*args: object) -> None:
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(os, "fsync", full)
+    # Where the disk runs out: the write itself, or (flushing) the flush.
+    monkeypatch.setattr(os, "fsync" if sync else "write", full)
     with pytest.raises(StoreError, match="No space left"):
         store.put("s1", OTHER, b"x" * 1000)
     monkeypatch.undo()
@@ -675,6 +692,29 @@ def test_dir_disk_full_leaves_nothing_behind(tmp_path: Path, monkeypatch: pytest
     assert os.listdir(tmp_path / "toolbudget-s1" / "tool-results") == [f"{KEY}.txt"]
     store.put("s1", OTHER, b"after")
     assert store.get("s1", OTHER) == b"after"
+
+
+@pytest.mark.parametrize(
+    ("url", "flushes"), [("dir:{}", 0), ("dir:{}?sync=1", 2), ("dir:{}?sync=0&ttl=60", 0)]
+)
+def test_dir_flushes_to_the_disk_only_when_asked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, url: str, flushes: int
+) -> None:
+    # A flush costs more than the request that writes it; a kill -9 is survived without it.
+    synced: list[int] = []
+    real = os.fsync
+
+    def counted(fd: int) -> None:
+        synced.append(fd)
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", counted)
+    with open_store(url.format(tmp_path)) as store:
+        assert isinstance(store, DirStore) and store.sync == bool(flushes)
+        assert ("sync=1" in store.url) == bool(flushes)
+        store.put_many("s1", {KEY: b"one", OTHER: b"two"})
+        assert store.get_many("s1", [KEY, OTHER]) == {KEY: b"one", OTHER: b"two"}
+    assert len(synced) == flushes
 
 
 def test_dir_readers_never_see_a_partial_file(tmp_path: Path) -> None:

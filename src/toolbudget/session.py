@@ -322,7 +322,20 @@ class _SessionArchive(Archive):
             data = session._store_call(session.store.get, session.id, key)
         except StoreError:
             return None
-        return None if data is None else data.decode("utf-8", "surrogatepass")
+        return self.verified(key, data)
+
+    def verified(self, key: str, data: bytes | None) -> str | None:
+        """``data`` as text when it is what ``key`` was made of, else ``None``.
+
+        Every key this session writes is a keyed hash of the entry's text, so an
+        entry that a power loss left empty or short (the dir store does not
+        flush each write to the disk) reads as missing instead of as a wrong
+        original.
+        """
+        if data is None:
+            return None
+        text = data.decode("utf-8", "surrogatepass")
+        return text if self.key_for(text) == key else None
 
 
 class _Lease:
@@ -746,7 +759,9 @@ class Session:
             if exact is not None:
                 # Some number would not be written back as it came: write its own literal.
                 out = with_literals(out, parsed, exact)
-        self._last = _Last(request, self.policy, out, report, replace(report, keys_written=()), fixed)
+        # Most requests write nothing new: their report is their repeat's, no copy made.
+        repeat = replace(report, keys_written=()) if report.keys_written else report
+        self._last = _Last(request, self.policy, out, report, repeat, fixed)
         return out
 
     @staticmethod
@@ -1015,9 +1030,10 @@ class Session:
         if not valid_key(key):
             raise NotFoundError(f"not found: {key[:80]!r} is not a toolbudget key")
         data: bytes | None = self._store_call(self.store.get, self.id, key)
-        if data is None:
+        text = self.archive.verified(key, data)
+        if text is None:
             raise NotFoundError(f"not found: no archived output has key {key} in session {self.id}")
-        return data.decode("utf-8", "surrogatepass")
+        return text
 
     def recall(
         self,

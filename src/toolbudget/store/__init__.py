@@ -5,13 +5,15 @@ setting, SDK argument), so the four backends are interchangeable:
 
 =============================================  =====================================================
 ``memory:``                                    this process only; tests and one-shot runs
-``dir:PATH?ttl=SECONDS`` (``dir:``: see below)  files an agent's read tool can open; the default
+``dir:PATH?ttl=SECONDS&sync=1`` (see below)     files an agent's read tool can open; the default
 ``sqlite:PATH?ttl=SECONDS&max_bytes=N``        one durable file on this machine, with TTL and cap
 ``redis://host:port/db?ttl=SECONDS``           shared by processes and machines (``rediss://``: TLS)
 =============================================  =====================================================
 
 ``dir:`` alone is ``toolbudget/archives`` in the user's cache directory
-(``$XDG_CACHE_HOME`` or ``~/.cache``), private to the user.
+(``$XDG_CACHE_HOME`` or ``~/.cache``), private to the user. ``sync=1``
+flushes each entry to the disk as it is written (safe against a power loss;
+without it, against a killed process only, at a fraction of the cost).
 
 A URL that cannot name a store (no scheme, an unknown one, bad options) is
 the caller's mistake and raises :class:`~toolbudget.errors.InputError` (a
@@ -52,8 +54,9 @@ def open_store(url: str | None = None) -> Store:
         return MemoryStore()
     if scheme == "dir":
         path, _, query = _local_path(url, rest).partition("?")
-        ttl, _ = _options(url, query, ("ttl",))
-        return DirStore(path or None, ttl=ttl)
+        sync = _flag(url, query, "sync")
+        ttl, _ = _options(url, query, ("ttl", "sync"))
+        return DirStore(path or None, ttl=ttl, sync=sync)
     if scheme == "sqlite":
         path, _, query = _local_path(url, rest).partition("?")
         ttl, max_bytes = _options(url, query, ("ttl", "max_bytes"))
@@ -73,6 +76,16 @@ def _local_path(url: str, rest: str) -> str:
     return slash + path
 
 
+def _flag(url: str, query: str, name: str) -> bool:
+    """A ``name=0`` / ``name=1`` option of ``query``; absent is off."""
+    values = [value for key, value in parse_qsl(query, keep_blank_values=True) if key == name]
+    if not values:
+        return False
+    if values[-1] not in ("0", "1"):
+        raise InputError(f"option {name} in {url!r:.200} is 0 or 1, not {values[-1]!r}")
+    return values[-1] == "1"
+
+
 def _options(url: str, query: str, known: tuple[str, ...]) -> tuple[float, int]:
     ttl, max_bytes = DEFAULT_TTL, DEFAULT_MAX_BYTES
     for name, value in parse_qsl(query, keep_blank_values=True):
@@ -81,6 +94,8 @@ def _options(url: str, query: str, known: tuple[str, ...]) -> tuple[float, int]:
             raise InputError(
                 f"unknown option {name!r} in {url!r:.200}; {url.partition(':')[0]} takes {takes}"
             )
+        if name == "sync":
+            continue  # a flag, read by _flag
         try:
             if name == "ttl":
                 ttl = float(value)

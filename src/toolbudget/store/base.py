@@ -99,6 +99,9 @@ class Store(ABC):
       in one round trip, and counts as an access of those it holds (their TTL
       starts again): a request checks every key its markers name before it goes
       out. ``put_many`` keeps several entries, in one round trip where it can.
+    - ``get_many(session, keys)`` is ``get`` of several keys in one round trip:
+      a dict of those the store holds (each accessed), absent ones left out.
+      A session started again reads back what it worked out before this way.
     - A session id is any string: each backend maps it to its own namespace,
       which it cannot leave and no other id shares.
     - Any failure of the backend (disk full, read-only, database locked or
@@ -171,6 +174,13 @@ class Store(ABC):
         self._check_open()
         rest = [key for key in dict.fromkeys(check or []) if is_key(key) and key not in items]
         return self._put_many(session, items, rest)
+
+    def get_many(self, session: str, keys: list[str]) -> dict[str, bytes]:
+        """The bytes of each of ``keys`` the store holds, in one round trip; absent keys are left out."""
+        self._check_session(session)
+        wanted = [key for key in dict.fromkeys(keys) if is_key(key)]
+        self._check_open()
+        return self._get_many(session, wanted) if wanted else {}
 
     def missing(self, session: str, keys: list[str]) -> set[str]:
         """Which of ``keys`` the store does not hold; the ones it holds are accessed."""
@@ -257,6 +267,15 @@ class Store(ABC):
 
     def _missing(self, session: str, keys: list[str]) -> set[str]:
         return {key for key in keys if self._get(session, key) is None}
+
+    def _get_many(self, session: str, keys: list[str]) -> dict[str, bytes]:
+        """Each key's ``_get``; a backend with pipelines or ``IN`` queries does it in one trip."""
+        found: dict[str, bytes] = {}
+        for key in keys:
+            data = self._get(session, key)
+            if data is not None:
+                found[key] = data
+        return found
 
     @abstractmethod
     def _find(self, key: str, within: str) -> bytes | None: ...

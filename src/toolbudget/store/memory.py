@@ -34,6 +34,11 @@ class MemoryStore(Store):
         with self._lock:
             return self._entries.get((session, key))
 
+    def _get_many(self, session: str, keys: list[str]) -> dict[str, bytes]:
+        entries = self._entries
+        with self._lock:
+            return {key: entries[(session, key)] for key in keys if (session, key) in entries}
+
     def _find(self, key: str, within: str) -> bytes | None:
         with self._lock:
             held = sorted(

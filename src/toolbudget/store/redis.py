@@ -130,6 +130,23 @@ class RedisStore(Store):
             self._fail(f"check {len(keys)} entries", error)
         return {key for key, held in zip(keys, found, strict=True) if not held}
 
+    def _get_many(self, session: str, keys: list[str]) -> dict[str, bytes]:
+        # GETEX reads and renews each entry; the pipeline makes them one round trip.
+        try:
+            with self._client.pipeline(transaction=False) as pipe:
+                for key in keys:
+                    pipe.getex(self._name(session, key), px=self._ttl_ms)
+                values = pipe.execute()
+        except self._errors as error:
+            self._fail(f"read {len(keys)} entries", error)
+        found: dict[str, bytes] = {}
+        for key, value in zip(keys, values, strict=True):
+            if isinstance(value, bytes):
+                found[key] = value
+            elif value is not None:
+                raise StoreError(f"unexpected reply from {self.url}: {type(value).__name__}")
+        return found
+
     def _find(self, key: str, within: str) -> bytes | None:
         # No namespace holds ":", so the pattern's "*" stays inside the namespace.
         pattern = f"{PREFIX}:{within}*:{key}".encode("ascii")

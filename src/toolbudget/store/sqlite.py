@@ -184,6 +184,25 @@ class SqliteStore(Store):
         self._touch(list(found.values()), now)
         return {key for key in keys if key not in found}
 
+    def _get_many(self, session: str, keys: list[str]) -> dict[str, bytes]:
+        now = self._clock()
+        found: dict[str, bytes] = {}
+        ids: list[int] = []
+        with self._transaction(f"read {len(keys)} entries", write=False) as conn:
+            for start in range(0, len(keys), 500):
+                chunk = keys[start : start + 500]
+                marks = ",".join("?" * len(chunk))
+                rows = conn.execute(
+                    "SELECT key, id, data FROM entries"
+                    f" WHERE session = ? AND atime >= ? AND key IN ({marks})",
+                    (_session_id(session), now - self.ttl, *chunk),
+                ).fetchall()
+                for key, row_id, data in rows:
+                    found[key] = data
+                    ids.append(row_id)
+        self._touch(ids, now)
+        return found
+
     def _touch(self, ids: list[int], now: float) -> None:
         """Renew the access time of entries, when the file can be written; reads never depend on it."""
         if not ids or self.read_only:
