@@ -90,9 +90,9 @@ class Store(ABC):
     - ``find(key, within="")`` is ``get`` for a caller that holds a key but not
       the session that wrote it (the MCP server): the bytes of ``key`` in any
       session whose namespace name (see :func:`namespace`) begins with
-      ``within``, or ``None``. Keys are content hashes, so every session holding
-      a key holds the same bytes. ``within`` is a safe prefix (such as a
-      tenant's ``<tenant>-``), ``""`` for the whole store.
+      ``within``, or ``None``. A session's keys are hashes keyed by its id, so
+      a key names one entry in the whole store. ``within`` is a safe prefix
+      (such as a tenant's ``<tenant>-``), ``""`` for the whole store.
     - ``keys(session)`` lists the session's live keys, sorted; listing is not an
       access. ``drop(session)`` removes everything of a session.
     - ``missing(session, keys)`` says which of ``keys`` the store does not hold,
