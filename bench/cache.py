@@ -11,7 +11,9 @@ each assistant turn, as Anthropic Messages bodies) under:
   100,000 input tokens, keep the 3 most recent tool uses), simulated on the client.
 
 Each request's cached prefix is its common prefix with the previous request; billed
-input is cache reads and writes at the prices of ``toolbudget.models`` (Anthropic's ratios). Targets
+input is cache reads and writes at the prices of one price model of ``toolbudget.prices``
+(``--price``, Anthropic's 5-minute cache by default; ``--price all`` runs each named
+one), and toolbudget's schedule weighs its rewrites with the same model. Targets
 (issue "Progressive microcompaction"): on every session cache-aware is at most 2% above
 the cheaper of unmanaged and eager; over sessions whose final context exceeds 50k
 tokens it averages at least 25% below unmanaged; its prefix is stable on at least
@@ -21,7 +23,8 @@ tokens it averages at least 25% below unmanaged; its prefix is stable on at leas
 window and caps scaled down to fit its small model) and reports the server's own
 cached-token counts for eager and cache-aware.
 
-    python bench/cache.py [--no-headroom] [--llama] [--out bench/results/cache.json]
+    python bench/cache.py [--no-headroom] [--llama] [--price NAME|FILE|all] [--over TOKENS]
+                          [--out bench/results/cache.json]
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ from toolbudget import ToolbudgetError, to_request, wire
 from toolbudget.measure import CHARS_PER_TOKEN, prompt_text
 from toolbudget.model import Text, ToolCall, ToolResult
 from toolbudget.policy import Policy
+from toolbudget.prices import NAMED, PriceModel, load_price
 from toolbudget.replay import ReplayTotals, replay_requests, requests_of
 from toolbudget.session import Session
 
@@ -104,20 +108,28 @@ def headroom_manager() -> Manager | None:
     return manage
 
 
-def run_all(use_headroom: bool, paths: Sequence[str] = ()) -> list[dict[str, Any]]:
+def run_all(
+    use_headroom: bool, paths: Sequence[str] = (), price: str = "anthropic-5m", over: int = 0
+) -> list[dict[str, Any]]:
+    """Every session billed under ``price`` (scheduled under it too); only those whose final
+    unmanaged context exceeds ``over`` tokens."""
     headroom = headroom_manager() if use_headroom else None
     rows = []
-    base = Policy()
+    model: PriceModel = load_price(price)
+    base = Policy(cache_price=price)
     for n, (name, conversation) in enumerate(conversations(paths)):
         row: dict[str, Any] = {"session": name}
-        totals: dict[str, ReplayTotals] = {"unmanaged": replay_requests(conversation, "anthropic", None)}
+        unmanaged = replay_requests(conversation, "anthropic", None, price=model)
+        if unmanaged.final_tokens <= over:
+            continue
+        totals: dict[str, ReplayTotals] = {"unmanaged": unmanaged}
         for mode in ("eager", "cache-aware"):
             manage, session = toolbudget_manager(replace(base, compaction=mode), f"{mode}-{n}")
             with session:
-                totals[mode] = replay_requests(conversation, "anthropic", manage)
-        totals["clear_tool_uses"] = replay_requests(conversation, "anthropic", clear_tool_uses)
+                totals[mode] = replay_requests(conversation, "anthropic", manage, price=model)
+        totals["clear_tool_uses"] = replay_requests(conversation, "anthropic", clear_tool_uses, price=model)
         if headroom is not None:
-            totals["headroom"] = replay_requests(conversation, "anthropic", headroom)
+            totals["headroom"] = replay_requests(conversation, "anthropic", headroom, price=model)
         for mode, total in totals.items():
             row[mode] = total.as_dict()
         rows.append(row)
@@ -246,6 +258,10 @@ def main() -> None:
     parser.add_argument("--llama", action="store_true", help="also replay two sessions through llama.cpp")
     parser.add_argument("--only-llama", action="store_true", help="only the llama.cpp part (keeps the rest)")
     parser.add_argument("--out", default=str(REPO / "bench" / "results" / "cache.json"))
+    parser.add_argument(
+        "--price", default="anthropic-5m", help=f"price model: {', '.join(NAMED)}, a JSON file, or all"
+    )
+    parser.add_argument("--over", type=int, default=0, help="only sessions whose final context exceeds this")
     add_paths(parser)
     args = parser.parse_args()
     # The llama.cpp part replays two named shared sessions, so it needs them whatever was given.
@@ -254,10 +270,16 @@ def main() -> None:
     if args.only_llama:
         result: dict[str, Any] = orjson.loads(out.read_bytes()) if out.is_file() else {}
     else:
-        rows = run_all(not args.no_headroom, args.paths)
-        summary = summarise(rows)
-        print_table(rows, summary)
-        result = {"summary": summary, "sessions": rows}
+        prices = list(NAMED) if args.price == "all" else [args.price]
+        result = {}
+        for price in prices:
+            print(f"--- price model {price}")
+            rows = run_all(not args.no_headroom, args.paths, price, args.over)
+            summary = summarise(rows)
+            print_table(rows, summary)
+            result[price] = {"summary": summary, "sessions": rows}
+        if len(prices) == 1:
+            result = result[prices[0]]
     if args.llama or args.only_llama:
         # Two real sessions whose prompts, without their tool results, fit the small model's window.
         result["llama"] = llama_runs(
