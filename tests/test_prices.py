@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -10,7 +12,7 @@ import orjson
 import pytest
 from click.testing import CliRunner
 
-from toolbudget import to_request, wire
+from toolbudget import load_transcript, to_request, wire
 from toolbudget.cli import main
 from toolbudget.errors import InputError
 from toolbudget.measure import prompt_text
@@ -27,7 +29,14 @@ from toolbudget.prices import (
     load_price,
     price_for,
 )
-from toolbudget.replay import arrivals_for, replay_requests, replay_session, requests_of, tally
+from toolbudget.replay import (
+    arrivals_for,
+    replay_requests,
+    replay_session,
+    requests_of,
+    tally,
+    transcript_arrivals,
+)
 from toolbudget.session import Session
 
 
@@ -187,3 +196,46 @@ def test_replay_price_and_idle_options(tmp_path: Path) -> None:
     assert idle_totals["unmanaged"]["cache_read_tokens"] < warm_totals["unmanaged"]["cache_read_tokens"]
     bad = runner.invoke(main, ["replay", str(path), "--price", "anthropic-10m"])
     assert bad.exit_code == 2 and "price model" in bad.output
+    # A tau-bench file has no clock of its own.
+    clockless = runner.invoke(main, ["replay", str(path), "--timestamps"])
+    assert clockless.exit_code == 2 and "timestamps" in clockless.output
+
+
+_TIMED = (
+    ("claude-code/tests/integration/session/fixtures/session-624a4a58.jsonl", True),
+    # Its one long gap comes before the fourth request, when no result is old enough to compact.
+    (
+        "codex-cli/src/agents/plugins/codex/__tests__/fixtures/"
+        "rollout-2026-05-11T11-26-55-019e1625-789d-76c0-80ab-3724b5ddb799.jsonl",
+        False,
+    ),
+)
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize(("name", "pending"), _TIMED)
+def test_with_the_transcripts_own_clock_idle_gaps_bill_less(
+    trajectories: Path, name: str, pending: bool
+) -> None:
+    """Both sessions have a gap over five minutes: told of it, the schedule compacts there for
+    free, so it bills no more, and less where a result was waiting to be compacted."""
+    path = trajectories / name
+    conversation = load_transcript(path).conversations[0]
+    arrivals = transcript_arrivals(path, conversation)
+    assert arrivals is not None and len(arrivals) == len(list(requests_of(conversation)))
+    assert max(b - a for a, b in itertools.pairwise(arrivals)) > 300
+    billed = {}
+    for label, told in (("blind", None), ("told", arrivals)):
+        with Session(label, store="memory:", policy=Policy()) as session:
+            times = iter(told) if told is not None else None
+
+            def manage(
+                body: dict[str, Any], live: Session = session, times: Iterator[float] | None = times
+            ) -> tuple[dict[str, Any], int]:
+                now = next(times) if times is not None else None
+                managed = live.manage(body, "anthropic", now=now)
+                return managed.body, managed.report.results_cut
+
+            billed[label] = replay_requests(conversation, "anthropic", manage, arrivals=arrivals).billed
+    assert billed["told"] <= billed["blind"], billed
+    assert (billed["told"] < billed["blind"]) == pending, billed

@@ -575,6 +575,12 @@ def clean(session: str | None, store_url: str | None) -> None:
     help="Requests arrive 10 s apart, with a gap of SECONDS before every --idle-every-th one.",
 )
 @click.option(
+    "--timestamps",
+    "own_clock",
+    is_flag=True,
+    help="Requests arrive when the transcript says they were sent (Claude Code and Codex files).",
+)
+@click.option(
     "--idle-every",
     type=click.IntRange(min=1),
     default=10,
@@ -596,6 +602,7 @@ def replay(
     price_spec: str | None,
     idle: float | None,
     idle_every: int,
+    own_clock: bool,
     progress_mode: str,
     **flags: Any,
 ) -> None:
@@ -610,7 +617,7 @@ def replay(
     from dataclasses import replace
 
     from .prices import load_price
-    from .replay import arrivals_for, replay_session, request_count
+    from .replay import arrivals_for, replay_session, request_count, transcript_arrivals
 
     if every and which is not None:
         fail("--all and --conversation choose differently; give one of them")
@@ -630,6 +637,8 @@ def replay(
                 err=True,
             )
     policy = load_policy(flags).policy
+    if own_clock and idle is not None:
+        fail("--timestamps and --idle give the requests different times; give one of them")
     if price_spec is not None:
         load_price(price_spec)  # an unknown name or a bad file is one line, exit 2
         policy = replace(policy, cache_price=price_spec)
@@ -640,6 +649,11 @@ def replay(
         if sink is not None and every:
             sink = sink / f"{index:03d}"
         label = f"replay {index + 1}/{len(conversations)}" if every else "replay"
+        arrivals = arrivals_for(request_count(conversation), idle, idle_every)
+        if own_clock:
+            arrivals = transcript_arrivals(Path(transcript), conversation)
+            if arrivals is None:
+                fail(f"{transcript}: its turns carry no timestamps toolbudget can line up with its requests")
         with bar:
             outcome = replay_session(
                 conversation,
@@ -649,7 +663,7 @@ def replay(
                 store=store_url or "memory:",
                 emit=sink,
                 progress=partial(_tell, bar, label),
-                arrivals=arrivals_for(request_count(conversation), idle, idle_every),
+                arrivals=arrivals,
             )
         if every:
             click.echo(f"conversation {index}: {conversation.id}")

@@ -407,3 +407,78 @@ def replay_session(
 
     unmanaged = replay_requests(conversation, api, None, emit=emit_off, price=price, arrivals=arrivals)
     return ReplayOutcome(conversation.id, policy.compaction, managed, unmanaged, eager, events)
+
+
+# A transcript's own clock: Claude Code and Codex stamp every line. Which side of the
+# conversation a line is on decides where one request ends and the model's answer begins.
+_CODEX_MODEL_SIDE = frozenset(
+    {"function_call", "custom_tool_call", "local_shell_call", "reasoning", "web_search_call"}
+)
+
+
+def _side(record: Any) -> str | None:
+    """``"model"`` or ``"agent"`` for a transcript line that holds a message, else ``None``."""
+    if not isinstance(record, dict):
+        return None
+    kind = record.get("type")
+    if kind in ("user", "assistant") and isinstance(record.get("message"), dict):  # Claude Code
+        return "model" if record["message"].get("role") == "assistant" else "agent"
+    payload = record.get("payload")
+    if kind == "response_item" and isinstance(payload, dict):  # a Codex rollout
+        item = payload.get("type")
+        if item == "message":
+            return "model" if payload.get("role") == "assistant" else "agent"
+        return "model" if item in _CODEX_MODEL_SIDE else "agent"
+    return None
+
+
+def _seconds(stamp: Any) -> float | None:
+    from datetime import datetime
+
+    if not isinstance(stamp, str):
+        return None
+    try:
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def transcript_arrivals(path: Path, conversation: Conversation) -> list[float] | None:
+    """When each request of ``conversation`` was sent, from the transcript's own timestamps.
+
+    A request leaves when the agent's side (a user message, a tool's output)
+    is followed by the model's: its time is that of the agent's last line
+    before the model answers. ``None`` when the file has no such timestamps
+    (formats other than Claude Code's and Codex's JSONL) or its turns do not
+    line up with the conversation's requests.
+    """
+    import orjson
+
+    times: list[float] = []
+    last_agent: float | None = None
+    previous: str | None = None
+    try:
+        lines = path.read_bytes().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        try:
+            record = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            return None
+        side = _side(record)
+        if side is None:
+            continue
+        if isinstance(record, dict) and record.get("isSidechain"):
+            continue
+        stamp = _seconds(record.get("timestamp"))
+        if stamp is None:
+            return None
+        if side == "model" and previous == "agent" and last_agent is not None:
+            times.append(last_agent)
+        if side == "agent":
+            last_agent = stamp
+        previous = side
+    if previous == "agent" and last_agent is not None:
+        times.append(last_agent)
+    return times if times and len(times) == request_count(conversation) else None
