@@ -209,13 +209,13 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 def print_table(rows: list[dict[str, Any]], summary: dict[str, Any]) -> None:
     modes = [m for m in MODES if m in rows[0]]
-    print(f"{'session (final context > 50k tokens)':<52}" + "".join(f"{m:>16}" for m in modes))
+    print(f"{'session (final context > 50k tokens)':<52}" + "".join(f"{m:>17}" for m in modes))
     for row in rows:
         if row["unmanaged"]["final_tokens"] <= 50_000:
             continue
         base = row["unmanaged"]["billed_equivalent"]
         cells = "".join(
-            f"{row[m]['billed_equivalent'] / base:>9.3f} ({row[m]['prefix_stability']:>4.0%})" for m in modes
+            f"{row[m]['billed_equivalent'] / base:>10.3f} ({row[m]['prefix_stability']:>4.0%})" for m in modes
         )
         print(f"{row['session'][-52:]:<52}{cells}")
     print()

@@ -32,10 +32,23 @@ better of "never compact" and "age every turn" on every session, because
 which one wins depends on how long the session goes on;
 ``bench/schedule_bound.py`` measures how close any schedule can come.
 
+What a rewrite costs is the request's price model (:mod:`toolbudget.prices`):
+at Anthropic's write price of 1.25 a rewrite must earn back more than where
+writing costs 1x, and without a cache (``none``) every rewrite is pure
+saving, so the schedule compacts as soon as per-turn aging does.
+
+A request after an idle gap longer than the cache's TTL (known only when the
+caller says when requests arrive, :meth:`Schedule.arrive`) finds the cache
+cold: it is all written again whatever is decided, so everything eligible is
+compacted there, down to the low watermark. That request point is recorded
+(:attr:`Schedule.cold_points`); given the same history and the same recorded
+points, the levels are the same in any process.
+
 The schedule is a pure function of the history: the decision at each earlier
 request point is computed again from the history up to that point, which the
-client resends unchanged. So it gives the same bytes after a restart and in a
-second process, with no shared state; a per-session memo only makes it cheap,
+client resends unchanged (and of the recorded cold points, when there are
+any). So it gives the same bytes after a restart and in a second process,
+with no shared state; a per-session memo only makes it cheap,
 and running sums carried from point to point keep the walk from scratch linear
 in the history's length.
 """
