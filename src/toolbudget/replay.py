@@ -286,10 +286,9 @@ class ReplayOutcome:
             mark = "*" if t.turn in self.events else ""
             lines.append(f"{t.turn:>4} {t.tokens:>8,} {t.prefix_tokens:>14,} {t.cuts:>5}  {mark}")
         lines.append("")
-        lines.append(f"billed as {self.managed.price.name}")
         lines.append(
             f"{'':<12} {'tokens sent':>12} {'cache read':>12} {'cache write':>12} "
-            f"{'billed':>12} {'stable':>7}"
+            f"{'billed':>12} {'stable':>7}  (billed as {self.managed.price.name})"
         )
         rows = [("unmanaged", self.unmanaged), ("eager", self.eager)]
         if self.mode != "eager":  # replayed as eager, the managed row is the eager row
