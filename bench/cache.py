@@ -11,7 +11,9 @@ each assistant turn, as Anthropic Messages bodies) under:
   100,000 input tokens, keep the 3 most recent tool uses), simulated on the client.
 
 Each request's cached prefix is its common prefix with the previous request; billed
-input is cache reads and writes at the prices of ``toolbudget.models`` (Anthropic's ratios). Targets
+input is cache reads and writes at the prices of one price model of ``toolbudget.prices``
+(``--price``, Anthropic's 5-minute cache by default; ``--price all`` runs each named
+one), and toolbudget's schedule weighs its rewrites with the same model. Targets
 (issue "Progressive microcompaction"): on every session cache-aware is at most 2% above
 the cheaper of unmanaged and eager; over sessions whose final context exceeds 50k
 tokens it averages at least 25% below unmanaged; its prefix is stable on at least
@@ -21,7 +23,8 @@ tokens it averages at least 25% below unmanaged; its prefix is stable on at leas
 window and caps scaled down to fit its small model) and reports the server's own
 cached-token counts for eager and cache-aware.
 
-    python bench/cache.py [--no-headroom] [--llama] [--out bench/results/cache.json]
+    python bench/cache.py [--no-headroom] [--llama] [--price NAME|FILE|all] [--over TOKENS]
+                          [--out bench/results/cache.json]
 """
 
 from __future__ import annotations
@@ -44,9 +47,11 @@ from toolbudget import ToolbudgetError, to_request, wire
 from toolbudget.measure import CHARS_PER_TOKEN, prompt_text
 from toolbudget.model import Text, ToolCall, ToolResult
 from toolbudget.policy import Policy
-from toolbudget.replay import ReplayTotals, replay_requests, requests_of
+from toolbudget.prices import NAMED, PriceModel, load_price
+from toolbudget.replay import ReplayTotals, arrivals_for, replay_requests, request_count, requests_of
 from toolbudget.session import Session
 
+MODES = ("unmanaged", "eager", "cache-aware", "cache-aware+idle", "headroom", "clear_tool_uses")
 CLEAR_TRIGGER_TOKENS = 100_000
 CLEAR_KEEP = 3
 CLEARED = "[cleared]"
@@ -54,11 +59,17 @@ CLEARED = "[cleared]"
 Manager = Callable[[dict[str, Any]], tuple[dict[str, Any], int]]
 
 
-def toolbudget_manager(policy: Policy, name: str, api: str = "anthropic") -> tuple[Manager, Session]:
+def toolbudget_manager(
+    policy: Policy, name: str, api: str = "anthropic", arrivals: Sequence[float] | None = None
+) -> tuple[Manager, Session]:
+    """A session's manager; with ``arrivals``, the session is told when each request arrives."""
     session = Session(name, store="memory:", policy=policy)
+    count = [0]
 
     def manage(body: dict[str, Any]) -> tuple[dict[str, Any], int]:
-        managed = session.manage(body, api)
+        now = arrivals[count[0]] if arrivals is not None else None
+        count[0] += 1
+        managed = session.manage(body, api, now=now)
         return managed.body, managed.report.results_cut
 
     return manage, session
@@ -104,20 +115,50 @@ def headroom_manager() -> Manager | None:
     return manage
 
 
-def run_all(use_headroom: bool, paths: Sequence[str] = ()) -> list[dict[str, Any]]:
+def run_all(
+    use_headroom: bool,
+    paths: Sequence[str] = (),
+    price: str = "anthropic-5m",
+    over: int = 0,
+    idle: float | None = None,
+    every: int = 10,
+) -> list[dict[str, Any]]:
+    """Every session billed under ``price`` (scheduled under it too); only those whose final
+    unmanaged context exceeds ``over`` tokens. With ``idle``, requests arrive 10 s apart with
+    a gap of ``idle`` seconds before every ``every``-th, every mode is billed with those gaps,
+    and ``cache-aware+idle`` is the schedule told the arrival times."""
     headroom = headroom_manager() if use_headroom else None
     rows = []
-    base = Policy()
+    model: PriceModel = load_price(price)
+    base = Policy(cache_price=price)
     for n, (name, conversation) in enumerate(conversations(paths)):
         row: dict[str, Any] = {"session": name}
-        totals: dict[str, ReplayTotals] = {"unmanaged": replay_requests(conversation, "anthropic", None)}
-        for mode in ("eager", "cache-aware"):
-            manage, session = toolbudget_manager(replace(base, compaction=mode), f"{mode}-{n}")
+        arrivals = arrivals_for(request_count(conversation), idle, every)
+        unmanaged = replay_requests(conversation, "anthropic", None, price=model, arrivals=arrivals)
+        if unmanaged.final_tokens <= over:
+            continue
+        totals: dict[str, ReplayTotals] = {"unmanaged": unmanaged}
+        runs: list[tuple[str, str, list[float] | None]] = [
+            ("eager", "eager", None),
+            ("cache-aware", "cache-aware", None),
+        ]
+        if arrivals is not None:
+            runs.append(("cache-aware+idle", "cache-aware", arrivals))
+        for label, mode, told in runs:
+            manage, session = toolbudget_manager(
+                replace(base, compaction=mode), f"{label}-{n}", arrivals=told
+            )
             with session:
-                totals[mode] = replay_requests(conversation, "anthropic", manage)
-        totals["clear_tool_uses"] = replay_requests(conversation, "anthropic", clear_tool_uses)
+                totals[label] = replay_requests(
+                    conversation, "anthropic", manage, price=model, arrivals=arrivals
+                )
+        totals["clear_tool_uses"] = replay_requests(
+            conversation, "anthropic", clear_tool_uses, price=model, arrivals=arrivals
+        )
         if headroom is not None:
-            totals["headroom"] = replay_requests(conversation, "anthropic", headroom)
+            totals["headroom"] = replay_requests(
+                conversation, "anthropic", headroom, price=model, arrivals=arrivals
+            )
         for mode, total in totals.items():
             row[mode] = total.as_dict()
         rows.append(row)
@@ -125,7 +166,7 @@ def run_all(use_headroom: bool, paths: Sequence[str] = ()) -> list[dict[str, Any
 
 
 def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    modes = [m for m in ("unmanaged", "eager", "cache-aware", "headroom", "clear_tool_uses") if m in rows[0]]
+    modes = [m for m in MODES if m in rows[0]]
     big = [r for r in rows if r["unmanaged"]["final_tokens"] > 50_000]
 
     def billed(row: dict[str, Any], mode: str) -> float:
@@ -167,14 +208,14 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def print_table(rows: list[dict[str, Any]], summary: dict[str, Any]) -> None:
-    modes = [m for m in ("unmanaged", "eager", "cache-aware", "headroom", "clear_tool_uses") if m in rows[0]]
-    print(f"{'session (final context > 50k tokens)':<52}" + "".join(f"{m:>16}" for m in modes))
+    modes = [m for m in MODES if m in rows[0]]
+    print(f"{'session (final context > 50k tokens)':<52}" + "".join(f"{m:>17}" for m in modes))
     for row in rows:
         if row["unmanaged"]["final_tokens"] <= 50_000:
             continue
         base = row["unmanaged"]["billed_equivalent"]
         cells = "".join(
-            f"{row[m]['billed_equivalent'] / base:>9.3f} ({row[m]['prefix_stability']:>4.0%})" for m in modes
+            f"{row[m]['billed_equivalent'] / base:>10.3f} ({row[m]['prefix_stability']:>4.0%})" for m in modes
         )
         print(f"{row['session'][-52:]:<52}{cells}")
     print()
@@ -246,6 +287,12 @@ def main() -> None:
     parser.add_argument("--llama", action="store_true", help="also replay two sessions through llama.cpp")
     parser.add_argument("--only-llama", action="store_true", help="only the llama.cpp part (keeps the rest)")
     parser.add_argument("--out", default=str(REPO / "bench" / "results" / "cache.json"))
+    parser.add_argument(
+        "--price", default="anthropic-5m", help=f"price model: {', '.join(NAMED)}, a JSON file, or all"
+    )
+    parser.add_argument("--over", type=int, default=0, help="only sessions whose final context exceeds this")
+    parser.add_argument("--idle", type=float, help="a gap of this many seconds every --idle-every requests")
+    parser.add_argument("--idle-every", type=int, default=10)
     add_paths(parser)
     args = parser.parse_args()
     # The llama.cpp part replays two named shared sessions, so it needs them whatever was given.
@@ -254,10 +301,16 @@ def main() -> None:
     if args.only_llama:
         result: dict[str, Any] = orjson.loads(out.read_bytes()) if out.is_file() else {}
     else:
-        rows = run_all(not args.no_headroom, args.paths)
-        summary = summarise(rows)
-        print_table(rows, summary)
-        result = {"summary": summary, "sessions": rows}
+        prices = list(NAMED) if args.price == "all" else [args.price]
+        result = {}
+        for price in prices:
+            print(f"--- price model {price}")
+            rows = run_all(not args.no_headroom, args.paths, price, args.over, args.idle, args.idle_every)
+            summary = summarise(rows)
+            print_table(rows, summary)
+            result[price] = {"summary": summary, "sessions": rows}
+        if len(prices) == 1:
+            result = result[prices[0]]
     if args.llama or args.only_llama:
         # Two real sessions whose prompts, without their tool results, fit the small model's window.
         result["llama"] = llama_runs(

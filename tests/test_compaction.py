@@ -548,3 +548,88 @@ def test_folds_are_the_same_bytes_warm_fresh_and_in_another_process() -> None:
         env={**os.environ, "PYTHONHASHSEED": "11"},
     )
     assert done.stdout == orjson.dumps(requests[-1][0])
+
+
+# --- idle gaps: a cold cache is the moment to compact everything eligible ---------------
+
+
+def _timed(
+    conversation: Conversation,
+    policy: Policy,
+    arrivals: list[float] | None,
+    cold: frozenset[int] = frozenset(),
+) -> tuple[list[dict[str, Any]], frozenset[int]]:
+    """Every request managed by one session, told when each arrives; the cold points it recorded."""
+    out = []
+    with Session("replay", store="memory:", policy=policy) as session:
+        session._schedule.restore_cold(cold)
+        for n, prefix in enumerate(requests_of(conversation)):
+            now = arrivals[n] if arrivals is not None else None
+            out.append(session.manage(to_request(prefix, "anthropic", model="m"), "anthropic", now=now).body)
+        return out, session._schedule.cold_points
+
+
+def _compacted(body: dict[str, Any]) -> int:
+    return sum(
+        text.startswith("[toolbudget:") or "[toolbudget: omitted" in text for text in result_texts(body)
+    )
+
+
+def test_a_request_after_an_idle_gap_compacts_everything_eligible() -> None:
+    # Results just over the minimum: at Anthropic's write price no rewrite pays for a while.
+    conversation = session_of(10, 3_200)
+    policy = Policy()
+    count = len(list(requests_of(conversation)))
+    warm = [10.0 * n for n in range(count)]
+    gap = 7
+    idle = [t + (600.0 if n >= gap else 0.0) for n, t in enumerate(warm)]
+    blind, none_cold = _timed(conversation, policy, None)
+    told, cold = _timed(conversation, policy, idle)
+    assert none_cold == frozenset() and _timed(conversation, policy, warm)[1] == frozenset()
+    assert len(cold) == 1
+    eager, _ = _timed(conversation, Policy(compaction="eager"), None)
+    # Before the gap the same bytes; at it, everything eligible compacted as eager has it.
+    assert told[:gap] == blind[:gap]
+    assert _compacted(told[gap]) == _compacted(eager[gap]) > _compacted(blind[gap])
+    # Without timing the schedule is the function of the history it was.
+    assert _timed(conversation, policy, None)[0] == blind
+
+
+def test_the_one_hour_cache_survives_a_ten_minute_gap() -> None:
+    conversation = session_of(10, 3_200)
+    count = len(list(requests_of(conversation)))
+    idle = [10.0 * n + (600.0 if n >= 7 else 0.0) for n in range(count)]
+    assert len(_timed(conversation, Policy(cache_price="anthropic-1h"), idle)[1]) == 0
+    assert len(_timed(conversation, Policy(cache_price="none"), idle)[1]) == 0
+    assert len(_timed(conversation, Policy(cache_price="openai"), idle)[1]) == 1
+
+
+_COLD_SCRIPT = """
+import sys, orjson
+from toolbudget.session import Session
+data = orjson.loads(sys.stdin.buffer.read())
+with Session("replay", store="memory:") as s:
+    s._schedule.restore_cold(frozenset(data["cold"]))
+    sys.stdout.buffer.write(orjson.dumps(s.manage(data["body"], "anthropic").body))
+"""
+
+
+def test_the_recorded_cold_points_give_the_same_bytes_fresh_and_in_another_process() -> None:
+    conversation = session_of(10, 3_200)
+    prefixes = list(requests_of(conversation))
+    idle = [10.0 * n + (600.0 if n >= 7 else 0.0) for n in range(len(prefixes))]
+    told, cold = _timed(conversation, Policy(), idle)
+    assert cold
+    for n in (7, len(prefixes) - 1):
+        body = to_request(prefixes[n], "anthropic", model="m")
+        with Session("replay", store="memory:") as session:
+            session._schedule.restore_cold(cold)
+            assert session.manage(body, "anthropic").body == told[n]
+        done = subprocess.run(
+            [sys.executable, "-c", _COLD_SCRIPT],
+            input=orjson.dumps({"body": body, "cold": sorted(cold)}),
+            capture_output=True,
+            check=True,
+            env={**os.environ, "PYTHONHASHSEED": "5"},
+        )
+        assert done.stdout == orjson.dumps(told[n])

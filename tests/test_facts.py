@@ -241,6 +241,7 @@ def _other_value(policy: Policy, name: str) -> Any:
         "microcompact_truncate_turns": 3,
         "microcompact_summarize_turns": 5,
         "store_timeout": 2.5,
+        "cache_price": "openai",
     }
     return special.get(name, value + 1 if isinstance(value, int) else value)
 

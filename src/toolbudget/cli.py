@@ -561,6 +561,32 @@ def clean(session: str | None, store_url: str | None) -> None:
 @click.option(
     "--all", "every", is_flag=True, help="Replay every conversation of the file, one after another."
 )
+@click.option(
+    "--price",
+    "price_spec",
+    metavar="MODEL|FILE",
+    help="Bill (and schedule) as anthropic-5m, anthropic-1h, openai, gemini, none, or a JSON file "
+    '{"write": W, "read": R, "ttl": SECONDS} (default: the API\'s own).',
+)
+@click.option(
+    "--idle",
+    type=click.FloatRange(min=0, min_open=True),
+    metavar="SECONDS",
+    help="Requests arrive 10 s apart, with a gap of SECONDS before every --idle-every-th one.",
+)
+@click.option(
+    "--timestamps",
+    "own_clock",
+    is_flag=True,
+    help="Requests arrive when the transcript says they were sent (Claude Code and Codex files).",
+)
+@click.option(
+    "--idle-every",
+    type=click.IntRange(min=1),
+    default=10,
+    show_default=True,
+    help="With --idle: how many requests apart the gaps are.",
+)
 @policy_flags
 @progress_option
 @friendly
@@ -573,15 +599,25 @@ def replay(
     report: str | None,
     which: str | None,
     every: bool,
+    price_spec: str | None,
+    idle: float | None,
+    idle_every: int,
+    own_clock: bool,
     progress_mode: str,
     **flags: Any,
 ) -> None:
     """Walk a real transcript turn by turn, managing each request, and tally prefix caching.
 
-    With --all, each conversation gets its own table (and its own
-    subdirectory of --emit, by index); --report then holds a list.
+    Billed-equivalent input tokens are shown for the chosen schedule, eager
+    and the unmanaged history under one price model (--price). With --emit,
+    each mode's bodies go to DIR/MODE/NNNN.json. With --all, each
+    conversation gets its own table (and its own subdirectory of --emit, by
+    index); --report then holds a list.
     """
-    from .replay import replay_session
+    from dataclasses import replace
+
+    from .prices import load_price
+    from .replay import arrivals_for, replay_session, request_count, transcript_arrivals
 
     if every and which is not None:
         fail("--all and --conversation choose differently; give one of them")
@@ -601,6 +637,11 @@ def replay(
                 err=True,
             )
     policy = load_policy(flags).policy
+    if own_clock and idle is not None:
+        fail("--timestamps and --idle give the requests different times; give one of them")
+    if price_spec is not None:
+        load_price(price_spec)  # an unknown name or a bad file is one line, exit 2
+        policy = replace(policy, cache_price=price_spec)
     outcomes = []
     bar = Bar("replay", progress_mode)
     for index, conversation in chosen:
@@ -608,6 +649,11 @@ def replay(
         if sink is not None and every:
             sink = sink / f"{index:03d}"
         label = f"replay {index + 1}/{len(conversations)}" if every else "replay"
+        arrivals = arrivals_for(request_count(conversation), idle, idle_every)
+        if own_clock:
+            arrivals = transcript_arrivals(Path(transcript), conversation)
+            if arrivals is None:
+                fail(f"{transcript}: its turns carry no timestamps toolbudget can line up with its requests")
         with bar:
             outcome = replay_session(
                 conversation,
@@ -617,6 +663,7 @@ def replay(
                 store=store_url or "memory:",
                 emit=sink,
                 progress=partial(_tell, bar, label),
+                arrivals=arrivals,
             )
         if every:
             click.echo(f"conversation {index}: {conversation.id}")

@@ -32,10 +32,23 @@ better of "never compact" and "age every turn" on every session, because
 which one wins depends on how long the session goes on;
 ``bench/schedule_bound.py`` measures how close any schedule can come.
 
+What a rewrite costs is the request's price model (:mod:`toolbudget.prices`):
+at Anthropic's write price of 1.25 a rewrite must earn back more than where
+writing costs 1x, and without a cache (``none``) every rewrite is pure
+saving, so the schedule compacts as soon as per-turn aging does.
+
+A request after an idle gap longer than the cache's TTL (known only when the
+caller says when requests arrive, :meth:`Schedule.arrive`) finds the cache
+cold: it is all written again whatever is decided, so everything eligible is
+compacted there, down to the low watermark. That request point is recorded
+(:attr:`Schedule.cold_points`); given the same history and the same recorded
+points, the levels are the same in any process.
+
 The schedule is a pure function of the history: the decision at each earlier
 request point is computed again from the history up to that point, which the
-client resends unchanged. So it gives the same bytes after a restart and in a
-second process, with no shared state; a per-session memo only makes it cheap,
+client resends unchanged (and of the recorded cold points, when there are
+any). So it gives the same bytes after a restart and in a second process,
+with no shared state; a per-session memo only makes it cheap,
 and running sums carried from point to point keep the walk from scratch linear
 in the history's length.
 """
@@ -53,9 +66,10 @@ import orjson
 
 from .measure import MARKER_ROOM, chars_for, fixed_chars
 from .model import Message, Request, ToolCall
-from .models import CACHE_READ, CACHE_WRITE, context_window
+from .models import context_window
 from .policy import Policy
 from .previews import STRATEGY, detect, split_envelope
+from .prices import ANTHROPIC_5M, PriceModel, price_for
 from .tools import EDITOR_TOOLS, EXEC_TOOLS, FILE_VIEW_TOOLS, REPORT_TOOLS, WRITE_TOOLS
 
 __all__ = [
@@ -85,9 +99,10 @@ FOLD_ROOM = 400
 _SUMMARY_CHARS = 420
 _SUMMARY_ERROR_CHARS = 1_000
 
-# Cost model: cache read and write prices relative to base input (see :mod:`toolbudget.models`).
-READ_COST = CACHE_READ
-WRITE_COST = CACHE_WRITE
+# Cost model: cache read and write prices relative to base input. Each request is weighed
+# with its own price model (see :mod:`toolbudget.prices`); these are the default one's.
+READ_COST = ANTHROPIC_5M.read
+WRITE_COST = ANTHROPIC_5M.write
 # How many more requests a compaction is expected to serve: half as many as the session has
 # had so far, at least 10 and at most 60. Chosen by replaying the shared sessions (see README):
 # longer horizons compact too late in short sessions, shorter ones too late in long ones.
@@ -163,7 +178,7 @@ class Schedule:
 
     def __init__(self) -> None:
         self._messages: tuple[Message, ...] = ()
-        self._frame: tuple[int, int] = (0, 0)
+        self._frame: tuple[int, int, PriceModel | None] = (0, 0, None)
         self._carry: _Carry | None = None
         self._points: list[_Checkpoint] = []
         self.events: list[int] = []
@@ -172,6 +187,35 @@ class Schedule:
         """Whether the compacted form changed at the last request asked about."""
         self.folded = 0
         """How many of the oldest turns the last request asked about has folded away."""
+        self._cold: set[int] = set()
+        self._cold_used: frozenset[int] = frozenset()
+        self._last_arrival: float | None = None
+        self._gap: float | None = None
+
+    def arrive(self, now: float) -> None:
+        """A request arrives at ``now`` (seconds): the next ``levels`` call is that request.
+
+        When the gap since the previous arrival is longer than the cache's
+        TTL, that request finds the cache cold, and the schedule records it
+        (see :attr:`cold_points`): a request that pays full price anyway is
+        the one moment compacting everything eligible costs nothing extra.
+        """
+        last, self._last_arrival = self._last_arrival, now
+        self._gap = None if last is None else now - last
+
+    @property
+    def cold_points(self) -> frozenset[int]:
+        """The request points recorded as cold, by how many messages their request holds.
+
+        With the history, they are all the schedule depends on: a schedule
+        given the same history and the same points (:meth:`restore_cold`)
+        gives the same levels, in any process.
+        """
+        return frozenset(self._cold)
+
+    def restore_cold(self, points: frozenset[int] | set[int] | tuple[int, ...]) -> None:
+        """Take the cold points another schedule recorded for this conversation (from its store)."""
+        self._cold.update(points)
 
     def levels(
         self,
@@ -209,9 +253,20 @@ class Schedule:
         window_chars = chars_for(context_window(policy, request.model))
         # The system prompt and the tool definitions fill the window too.
         fixed = fixed_chars(request)
+        price = price_for(policy, request.api, request.model, request)
         # Every earlier decision depends on these too: when they change, none of the memo holds.
-        resume = self._resume(same, points) if (window_chars, fixed) == self._frame else 0
-        self._frame = (window_chars, fixed)
+        frame = (window_chars, fixed, price)
+        resume = self._resume(same, points) if frame == self._frame else 0
+        self._frame = frame
+        gap, self._gap = self._gap, None
+        if price.cold_after(gap) and resume < len(points):
+            # A new request after the cache expired (a retry of a decided one is not new).
+            self._cold.add(points[-1])
+        cold = frozenset(self._cold)
+        if cold != self._cold_used:
+            changed = cold ^ self._cold_used
+            resume = next((j for j, e in enumerate(points[:resume]) if e in changed), resume)
+            self._cold_used = cold
         last = self._points[resume - 1] if resume else None
         unmanaged, eager = (last.unmanaged, last.eager) if last else (0.0, 0.0)
         kept = self._points[:resume]
@@ -244,7 +299,7 @@ class Schedule:
                 size_prefix.append(size_prefix[-1] + slot.size)
             # Each point's age levels serve its decision, and its eager step and the next one's.
             then = eager_levels(slots[: len(state)], resume, policy) if resume else []
-            tally = _Tally(slots, policy, state, then)
+            tally = _Tally(slots, policy, state, then, price)
             by_turn = {}
             for k, slot in enumerate(slots):
                 if slot.eligible:
@@ -252,8 +307,11 @@ class Schedule:
         for j in range(resume, len(points)):
             end = points[j]
             prev_end = points[j - 1] if j else 0
+            chilled = j > 0 and end in cold
             patient = j > 0 and eager > (1 + EAGER_LOSING) * unmanaged
-            step = tally.advance(j, bisect_left(msgs, end), by_turn, thresholds, end, prev_end, cum)
+            step = tally.advance(
+                j, bisect_left(msgs, end), by_turn, thresholds, end, prev_end, cum, cold=chilled
+            )
             present = _Head(slots, len(state))
             span = _Span(starts, fold, msgs, size_prefix)
             if _decide(
@@ -270,9 +328,10 @@ class Schedule:
                 fixed,
                 span,
                 tally,
+                cold=chilled,
             ):
                 events.append(j)
-            unmanaged += _unmanaged_step(end, prev_end, cum, first=j == 0)
+            unmanaged += _unmanaged_step(end, prev_end, cum, price, first=j == 0 or chilled)
             eager += step
             kept.append(_Checkpoint(end, tuple(state), fold[0], unmanaged, eager))
         self._messages = request.messages
@@ -412,8 +471,15 @@ class _Tally:
     scratch, is linear in its length.
     """
 
-    def __init__(self, slots: Sequence[SlotInfo], policy: Policy, state: list[int], then: list[int]) -> None:
-        self.slots, self.policy, self.state = slots, policy, state
+    def __init__(
+        self,
+        slots: Sequence[SlotInfo],
+        policy: Policy,
+        state: list[int],
+        then: list[int],
+        price: PriceModel = ANTHROPIC_5M,
+    ) -> None:
+        self.slots, self.policy, self.state, self.price = slots, policy, state, price
         self.eager = then  # each present result's age level at the current point
         self.applied = [0]  # applied[k]: characters saved by the applied levels before result k
         self.eager_saved = [0]  # the same under the age levels
@@ -434,8 +500,12 @@ class _Tally:
         end: int,
         prev_end: int,
         cum: Sequence[int],
+        *,
+        cold: bool = False,
     ) -> float:
-        """Move to request point ``j``, where ``count`` results are present; its eager step's cost."""
+        """Move to request point ``j``, where ``count`` results are present; its eager step's cost.
+
+        At a ``cold`` point the provider has nothing cached: the whole request is written."""
         policy, slots, state, eager = self.policy, self.slots, self.state, self.eager
         before = len(state)
         for _ in range(before, count):
@@ -469,9 +539,9 @@ class _Tally:
         if changed:
             self._resum(self.eager_saved, eager, changed[0][0])
         length = cum[end] - self.eager_saved[count]
-        if not j:
-            return WRITE_COST * length
-        return READ_COST * prefix + WRITE_COST * (length - prefix)
+        if not j or cold:
+            return self.price.bill(0, length)
+        return self.price.bill(prefix, length)
 
     def settled(self, changing: Sequence[int], first: int) -> None:
         """After an event: the applied levels changed, from result ``first`` on."""
@@ -501,8 +571,14 @@ def _decide(
     fixed: int = 0,
     span: _Span | None = None,
     tally: _Tally | None = None,
+    *,
+    cold: bool = False,
 ) -> bool:
     """Decide at one request point; apply an event to ``state`` and say whether one fired.
+
+    At a ``cold`` point (the cache expired before this request) every pending
+    change is applied, and the request is brought down to the low watermark
+    as past the high one: it is all written again whatever is decided.
 
     ``targets`` are the levels the results' ages allow at this point, ``turns``
     the assistant turns so far. ``end`` is where this request ends and ``prev_end`` where the previous one
@@ -528,10 +604,13 @@ def _decide(
         shift = tally.applied
     length = fixed + cum[end] - saved - (span.removed(present, cum) if span is not None else 0)
     high = length > policy.compact_high_watermark * window_chars
-    if not high:
+    if not high and not cold:
         if not changing or patient:
             return False
-        cut = _best_cut(present, sizes, targets, changing, turns, cum[prev_end] - saved, cum, policy, shift)
+        price = tally.price if tally is not None else ANTHROPIC_5M
+        cut = _best_cut(
+            present, sizes, targets, changing, turns, cum[prev_end] - saved, cum, policy, shift, price
+        )
         if cut is None:
             return False
         changing = [k for k in changing if present[k].msg >= cut]
@@ -539,11 +618,16 @@ def _decide(
         state[k] = targets[k]
     if tally is not None:
         tally.settled(changing, min(changing, default=len(state)))
-    if high:
+    folded = span.fold[0] if span is not None else 0
+    first = len(state)
+    if high or cold:
         first = _down_to_low(present, state, turns, fixed + cum[end], window_chars, policy, cum, span, tally)
         if tally is not None:
             tally.settled((), first)
-    return True
+    if high:
+        return True
+    # Cold: an event only where something changed.
+    return bool(changing) or first < len(state) or (span is not None and span.fold[0] != folded)
 
 
 def _best_cut(
@@ -556,6 +640,7 @@ def _best_cut(
     cum: Sequence[int],
     policy: Policy,
     shift: Sequence[int] | None = None,
+    price: PriceModel = ANTHROPIC_5M,
 ) -> int | None:
     """The message where an event should start, or ``None`` when no start pays.
 
@@ -565,7 +650,7 @@ def _best_cut(
     from the turns so far) reads no more.
     """
     horizon = min(HORIZON_MAX, max(HORIZON_MIN, int(turns * HORIZON_SHARE)))
-    value = READ_COST * horizon + WRITE_COST
+    value = price.read * horizon + price.write
     best: tuple[float, int] | None = None
     reclaim = 0
     # Savings before each slot shift its position; walk the pending changes from the end.
@@ -576,20 +661,22 @@ def _best_cut(
         shift = computed
     for k in reversed(changing):
         reclaim += sizes[k] - size_at(present[k], targets[k], policy)
-        if reclaim < policy.compact_clear_at_least:
-            continue
+        if reclaim < policy.compact_clear_at_least and price.cached:
+            continue  # without a cache every character reclaimed is saved: no floor
         start = cum[present[k].msg] - shift[k]
-        net = reclaim * value - (WRITE_COST - READ_COST) * max(0, cached - start)
+        net = reclaim * value - (price.write - price.read) * max(0, cached - start)
         if net > 0 and (best is None or net > best[0]):
             best = (net, present[k].msg)
     return None if best is None else best[1]
 
 
-def _unmanaged_step(end: int, prev_end: int, cum: Sequence[int], *, first: bool) -> float:
+def _unmanaged_step(
+    end: int, prev_end: int, cum: Sequence[int], price: PriceModel = ANTHROPIC_5M, *, first: bool
+) -> float:
     """What one request costs with no compaction: the previous one read, the rest written."""
     if first:
-        return WRITE_COST * cum[end]
-    return READ_COST * cum[prev_end] + WRITE_COST * (cum[end] - cum[prev_end])
+        return price.bill(0, cum[end])
+    return price.bill(cum[prev_end], cum[end])
 
 
 def _eager_step(
@@ -600,6 +687,7 @@ def _eager_step(
     prev_end: int,
     cum: Sequence[int],
     policy: Policy,
+    price: PriceModel = ANTHROPIC_5M,
 ) -> float:
     """What one request costs under per-turn aging, after the previous one under it.
 
@@ -608,7 +696,7 @@ def _eager_step(
     """
     length = cum[end] - sum(s.size - size_at(s, lv, policy) for s, lv in zip(present, now, strict=True))
     if prev_end == 0:
-        return WRITE_COST * length
+        return price.bill(0, length)
     before = present[: len(then)]
     prefix = cum[prev_end]
     shift = 0
@@ -619,7 +707,7 @@ def _eager_step(
         shift += slot.size - size_at(slot, old, policy)
     else:
         prefix -= shift
-    return READ_COST * prefix + WRITE_COST * (length - prefix)
+    return price.bill(prefix, length)
 
 
 @dataclass(slots=True)

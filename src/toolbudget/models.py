@@ -14,6 +14,8 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from .prices import ANTHROPIC_5M
+
 if TYPE_CHECKING:
     from .policy import Policy
 
@@ -34,12 +36,11 @@ DEFAULT_WINDOW = 200_000
 DEFAULT_OUTPUT_CAP = 16_384
 """The output cap of a model the table does not know."""
 
-# Prompt-cache prices relative to the base input price: Anthropic's (a cache read costs
-# 0.1, a 5-minute cache write 1.25; docs.anthropic.com, "Prompt caching", 2026). The
-# compaction schedule weighs its rewrites with them and the replays bill with them,
-# whatever the provider: they are the dearest common case of write-then-read caching.
-CACHE_READ = 0.1
-CACHE_WRITE = 1.25
+# Prompt-cache prices relative to the base input price, for a provider the request does not
+# name: Anthropic's 5-minute cache, the dearest common case of write-then-read caching. Each
+# provider's own, and how one is chosen, are in :mod:`toolbudget.prices`.
+CACHE_READ = ANTHROPIC_5M.read
+CACHE_WRITE = ANTHROPIC_5M.write
 
 
 @dataclass(frozen=True, slots=True)

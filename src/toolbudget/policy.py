@@ -243,6 +243,27 @@ class _Url(_Kind):
         return value
 
 
+@dataclass(frozen=True, slots=True)
+class _Price(_Kind):
+    """A price model's name (see :mod:`toolbudget.prices`), a JSON file of one, or ``None``."""
+
+    def check(self, value: Any, label: str) -> Any:
+        if value is not None and not isinstance(value, str):
+            raise InputError(f"{label} must name a price model or a JSON file of one")
+        return value
+
+    def invalid(self, value: Any, spec: _Spec) -> str | None:
+        if value is None:
+            return None
+        from .prices import load_price
+
+        try:
+            load_price(value)
+        except InputError as exc:
+            return f"{spec.name}: {exc}"
+        return None
+
+
 _KINDS: dict[str, _Kind] = {
     "chars": _Count("characters"),
     "turns": _Count("turns"),
@@ -255,6 +276,7 @@ _KINDS: dict[str, _Kind] = {
     "tools": _Tools(),
     "mode": _Mode(),
     "url": _Url(),
+    "price": _Price(),
 }
 """The kinds of setting, by the name :func:`setting` takes."""
 
@@ -384,6 +406,13 @@ class Policy:
         "cache-aware",
         "mode",
         doc="`cache-aware` (compact in batches the cache can afford), `eager` (every turn) or `off`",
+    )
+    cache_price: str | None = setting(
+        None,
+        "price",
+        doc="the prompt cache's prices the schedule weighs rewrites with: `anthropic-5m`, "
+        "`anthropic-1h`, `openai`, `gemini`, `none` or a JSON file",
+        shown="by API and model",
     )
     compact_clear_at_least: int = setting(
         4_000,

@@ -4,9 +4,11 @@ An agent sends its whole history before every assistant turn. Replaying a
 transcript rebuilds each of those requests, manages it, and measures what a
 provider with prefix caching would bill: the part of a request equal to the
 start of the previous one is read from the cache, the rest is written to it
-(at the prices in :mod:`toolbudget.models`). That arithmetic is why
-compaction must be scheduled: every change to an old message rewrites
-everything after it.
+(at the prices of a :class:`~toolbudget.prices.PriceModel`, Anthropic's
+5-minute cache unless another is chosen). That arithmetic is why compaction
+must be scheduled: every change to an old message rewrites everything after
+it. With arrival times, a request after a gap longer than the cache's TTL
+reads nothing from it.
 
 Prefixes are measured on the prompt as the model reads it
 (:func:`toolbudget.measure.prompt_text`), not on JSON bytes, so key order or
@@ -16,7 +18,7 @@ escaping never counts as a cache miss. Tokens are estimated as in
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -26,8 +28,8 @@ from .convert import to_request
 from .jsonio import dumps
 from .measure import prompt_text, tokens_of
 from .model import Conversation
-from .models import CACHE_READ, CACHE_WRITE
 from .policy import Policy
+from .prices import ANTHROPIC_5M, PriceModel
 from .wire import tools_for_calls
 
 __all__ = [
@@ -45,8 +47,8 @@ __all__ = [
 ]
 
 PRICE_BASE = 1.0
-PRICE_WRITE = CACHE_WRITE
-PRICE_READ = CACHE_READ
+PRICE_WRITE = ANTHROPIC_5M.write
+PRICE_READ = ANTHROPIC_5M.read
 tokens = tokens_of
 """Tokens of a number of characters, as replays count them."""
 
@@ -136,13 +138,17 @@ class ReplayTotals:
     stable_requests: int
     final_tokens: int
     turns: tuple[TurnStats, ...] = field(repr=False, default=())
+    price: PriceModel = ANTHROPIC_5M
+    """The prices the totals are billed at."""
 
     @property
     def billed(self) -> float:
-        """Billed-equivalent input tokens: reads at ``PRICE_READ``, writes at ``PRICE_WRITE``.
+        """Billed-equivalent input tokens: reads and writes at the price model's prices.
 
         The base price is 1.0: no cache at all."""
-        return PRICE_READ * self.cache_read + PRICE_WRITE * self.cache_write
+        if not self.price.cached:
+            return self.price.write * self.tokens_sent
+        return self.price.read * self.cache_read + self.price.write * self.cache_write
 
     @property
     def stability(self) -> float:
@@ -156,6 +162,7 @@ class ReplayTotals:
             "tokens_sent": self.tokens_sent,
             "cache_read_tokens": self.cache_read,
             "cache_write_tokens": self.cache_write,
+            "price": self.price.name,
             "billed_equivalent": round(self.billed, 1),
             "prefix_stable_requests": self.stable_requests,
             "prefix_stability": round(self.stability, 4),
@@ -163,11 +170,18 @@ class ReplayTotals:
         }
 
 
-def tally(texts: list[tuple[str, int]]) -> ReplayTotals:
+def tally(
+    texts: list[tuple[str, int]],
+    price: PriceModel = ANTHROPIC_5M,
+    arrivals: Sequence[float] | None = None,
+) -> ReplayTotals:
     """Totals for a sequence of (prompt text, cuts) requests, in order.
 
     A request is stable when the previous request's whole prompt is its prefix:
-    then everything sent before is read from the cache.
+    then everything sent before is read from the cache. With ``arrivals``
+    (seconds, one per request), a request after a gap longer than the price
+    model's TTL reads nothing from the cache; stability is about the bytes
+    and does not change.
     """
     stats: list[TurnStats] = []
     previous = ""
@@ -175,18 +189,37 @@ def tally(texts: list[tuple[str, int]]) -> ReplayTotals:
     for turn, (text, cuts) in enumerate(texts):
         prefix = common_prefix(previous, text) if previous else 0
         whole = bool(previous) and prefix == len(previous)
-        stats.append(TurnStats(turn, len(text), tokens(len(text)), prefix, tokens(prefix), cuts, whole))
-        read += tokens(prefix)
-        write += tokens(len(text)) - tokens(prefix)
+        gap = arrivals[turn] - arrivals[turn - 1] if arrivals is not None and turn else None
+        cached = 0 if price.cold_after(gap) or not price.cached else prefix
+        stats.append(TurnStats(turn, len(text), tokens(len(text)), cached, tokens(cached), cuts, whole))
+        read += tokens(cached)
+        write += tokens(len(text)) - tokens(cached)
         sent += tokens(len(text))
         stable += whole
         previous = text
     final = stats[-1].tokens if stats else 0
-    return ReplayTotals(len(stats), sent, read, write, stable, final, tuple(stats))
+    return ReplayTotals(len(stats), sent, read, write, stable, final, tuple(stats), price)
 
 
 Manager = Callable[[dict[str, Any]], tuple[dict[str, Any], int]]
 """Manages one request body; returns the body to send and how many results it cut."""
+
+TURN_SECONDS = 10.0
+"""How long apart a replay's requests arrive when ``idle`` gaps are asked for: a model's answer."""
+
+
+def arrivals_for(count: int, idle: float | None, every: int) -> list[float] | None:
+    """Arrival times for ``count`` requests: ``TURN_SECONDS`` apart, with a gap of ``idle``
+    seconds before every ``every``-th request. ``None`` (no timing at all) without ``idle``."""
+    if idle is None:
+        return None
+    out: list[float] = []
+    now = 0.0
+    for n in range(count):
+        if n:
+            now += idle if every > 0 and n % every == 0 else TURN_SECONDS
+        out.append(now)
+    return out
 
 
 def replay_requests(
@@ -196,6 +229,8 @@ def replay_requests(
     *,
     emit: Callable[[int, dict[str, Any]], None] | None = None,
     model: str | None = None,
+    price: PriceModel = ANTHROPIC_5M,
+    arrivals: Sequence[float] | None = None,
 ) -> ReplayTotals:
     """Send every request of ``conversation`` through ``manage`` (``None``: unmanaged) and tally."""
     texts: list[tuple[str, int]] = []
@@ -207,7 +242,7 @@ def replay_requests(
         if emit is not None:
             emit(n, body)
         texts.append((prompt_text(wire.parse(body, api)), cuts))
-    return tally(texts)
+    return tally(texts, price, arrivals)
 
 
 @dataclass(frozen=True, slots=True)
@@ -253,7 +288,7 @@ class ReplayOutcome:
         lines.append("")
         lines.append(
             f"{'':<12} {'tokens sent':>12} {'cache read':>12} {'cache write':>12} "
-            f"{'billed':>12} {'stable':>7}"
+            f"{'billed':>12} {'stable':>7}  (billed as {self.managed.price.name})"
         )
         rows = [("unmanaged", self.unmanaged), ("eager", self.eager)]
         if self.mode != "eager":  # replayed as eager, the managed row is the eager row
@@ -275,19 +310,25 @@ def replay_managed(
     store: str = "memory:",
     emit: Path | None = None,
     tick: Callable[[int, dict[str, Any]], None] | None = None,
+    price: PriceModel = ANTHROPIC_5M,
+    arrivals: Sequence[float] | None = None,
 ) -> tuple[ReplayTotals, tuple[int, ...]]:
     """Replay ``conversation`` managed by one session under ``policy``: the totals, and the compaction events.
 
     The events are the requests (by index) at which the schedule rewrote old results.
     ``tick`` is called after each request, as ``emit`` of :func:`replay_requests` is.
+    ``arrivals`` are the requests' arrival times, told to the session (idle gaps).
     """
     from .session import Session
 
     events: list[int] = []
+    count = [0]
     with Session(session, store=store, policy=policy) as live:
 
         def manage(body: dict[str, Any]) -> tuple[dict[str, Any], int]:
-            managed = live.manage(body, api)
+            now = arrivals[count[0]] if arrivals is not None else None
+            count[0] += 1
+            managed = live.manage(body, api, now=now)
             return managed.body, managed.report.results_cut
 
         def emit_one(n: int, body: dict[str, Any]) -> None:
@@ -300,7 +341,7 @@ def replay_managed(
             if tick is not None:
                 tick(n, body)
 
-        totals = replay_requests(conversation, api, manage, emit=emit_one)
+        totals = replay_requests(conversation, api, manage, emit=emit_one, price=price, arrivals=arrivals)
     return totals, tuple(events)
 
 
@@ -313,21 +354,130 @@ def replay_session(
     store: str = "memory:",
     emit: Path | None = None,
     progress: Progress | None = None,
+    price: PriceModel | None = None,
+    arrivals: Sequence[float] | None = None,
 ) -> ReplayOutcome:
     """Replay ``conversation`` under ``policy``, and the same unmanaged and eager, and tally all three.
 
-    ``progress`` is told how many of the requests of all the runs are done.
+    ``progress`` is told how many of the requests of all the runs are done. ``price`` bills
+    all three (by default the one the schedule weighs its rewrites with: the policy's
+    ``cache_price``, else the API's own); ``arrivals`` are the requests' arrival times.
+    With ``emit``, each mode's bodies go to its own subdirectory, so they can be billed again.
     """
+    from .prices import price_for
+
+    if price is None:
+        price = price_for(policy, api, "replay")
     runs = 2 if policy.compaction == "eager" else 3
     tick = counter(runs * request_count(conversation), progress)
+    sinks = (emit / policy.compaction, emit / "eager", emit / "off") if emit is not None else (None,) * 3
     managed, events = replay_managed(
-        conversation, api, policy, session=session, store=store, emit=emit, tick=tick
+        conversation,
+        api,
+        policy,
+        session=session,
+        store=store,
+        emit=sinks[0],
+        tick=tick,
+        price=price,
+        arrivals=arrivals,
     )
     if policy.compaction == "eager":
         eager = managed
     else:
         eager = replay_managed(
-            conversation, api, replace(policy, compaction="eager"), session=session, store=store, tick=tick
+            conversation,
+            api,
+            replace(policy, compaction="eager"),
+            session=session,
+            store=store,
+            emit=sinks[1],
+            tick=tick,
+            price=price,
+            arrivals=arrivals,
         )[0]
-    unmanaged = replay_requests(conversation, api, None, emit=tick)
+    off_sink = sinks[2]
+
+    def emit_off(n: int, body: dict[str, Any]) -> None:
+        if off_sink is not None:
+            off_sink.mkdir(parents=True, exist_ok=True)
+            (off_sink / f"{n:04d}.json").write_bytes(dumps(body))
+        tick(n, body)
+
+    unmanaged = replay_requests(conversation, api, None, emit=emit_off, price=price, arrivals=arrivals)
     return ReplayOutcome(conversation.id, policy.compaction, managed, unmanaged, eager, events)
+
+
+# A transcript's own clock: Claude Code and Codex stamp every line. Which side of the
+# conversation a line is on decides where one request ends and the model's answer begins.
+_CODEX_MODEL_SIDE = frozenset(
+    {"function_call", "custom_tool_call", "local_shell_call", "reasoning", "web_search_call"}
+)
+
+
+def _side(record: Any) -> str | None:
+    """``"model"`` or ``"agent"`` for a transcript line that holds a message, else ``None``."""
+    if not isinstance(record, dict):
+        return None
+    kind = record.get("type")
+    if kind in ("user", "assistant") and isinstance(record.get("message"), dict):  # Claude Code
+        return "model" if record["message"].get("role") == "assistant" else "agent"
+    payload = record.get("payload")
+    if kind == "response_item" and isinstance(payload, dict):  # a Codex rollout
+        item = payload.get("type")
+        if item == "message":
+            return "model" if payload.get("role") == "assistant" else "agent"
+        return "model" if item in _CODEX_MODEL_SIDE else "agent"
+    return None
+
+
+def _seconds(stamp: Any) -> float | None:
+    from datetime import datetime
+
+    if not isinstance(stamp, str):
+        return None
+    try:
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def transcript_arrivals(path: Path, conversation: Conversation) -> list[float] | None:
+    """When each request of ``conversation`` was sent, from the transcript's own timestamps.
+
+    A request leaves when the agent's side (a user message, a tool's output)
+    is followed by the model's: its time is that of the agent's last line
+    before the model answers. ``None`` when the file has no such timestamps
+    (formats other than Claude Code's and Codex's JSONL) or its turns do not
+    line up with the conversation's requests.
+    """
+    import orjson
+
+    times: list[float] = []
+    last_agent: float | None = None
+    previous: str | None = None
+    try:
+        lines = path.read_bytes().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        try:
+            record = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            return None
+        side = _side(record)
+        if side is None:
+            continue
+        if isinstance(record, dict) and record.get("isSidechain"):
+            continue
+        stamp = _seconds(record.get("timestamp"))
+        if stamp is None:
+            return None
+        if side == "model" and previous == "agent" and last_agent is not None:
+            times.append(last_agent)
+        if side == "agent":
+            last_agent = stamp
+        previous = side
+    if previous == "agent" and last_agent is not None:
+        times.append(last_agent)
+    return times if times and len(times) == request_count(conversation) else None

@@ -588,8 +588,13 @@ class Session:
 
     # --- the pipeline ----------------------------------------------------------------
 
-    def manage(self, body: Any, api: str | None = None) -> Managed:
+    def manage(self, body: Any, api: str | None = None, *, now: float | None = None) -> Managed:
         """Repair and budget a request body; returns a new body (in the same form) and a report.
+
+        ``now`` is when the request arrives (seconds, any clock): after a gap
+        longer than the provider's cache lives, the compaction schedule
+        compacts everything eligible, since the cache is cold anyway. Without
+        it the schedule is a function of the history alone.
 
         A body whose history begins with the last one's (an agent's next
         request) is worked on its new messages alone, with the same bytes as
@@ -599,6 +604,8 @@ class Session:
         and a caller that edits a returned body copies it first.
         """
         with self._lock, self._request_time():
+            if now is not None:
+                self._schedule.arrive(now)
             return self._manage(body, api)
 
     def _manage(self, body: Any, api: str | None) -> Managed:
@@ -639,9 +646,11 @@ class Session:
                 del self._primed[next(iter(self._primed))]  # never managed: forgotten, oldest first
             self._primed[id(body)] = _Primed(body, parsed, request.api, request)
 
-    def manage_request(self, request: Request) -> tuple[Request, Report]:
-        """The same pipeline on a parsed request."""
+    def manage_request(self, request: Request, *, now: float | None = None) -> tuple[Request, Report]:
+        """The same pipeline on a parsed request (``now`` as for :meth:`manage`)."""
         with self._lock, self._request_time():
+            if now is not None:
+                self._schedule.arrive(now)
             self._bind(request)
             self._prefix = None  # what a body's next request resumes from is a body's
             return self._pipeline(request)
