@@ -15,8 +15,9 @@ break the provider's prompt cache.
 
 Which entries a key reaches (the security property, stated in the README): a
 key is a hash of the archived text keyed by the id of the session that cut
-it, so only someone who saw its marker can name it, and it names one entry. Without ``session`` or ``tenant`` the server answers a
-key from any session of its store: the store is one user's own, like any
+it, so only someone who saw its marker can name it, and it names one entry.
+Without ``session`` or ``tenant`` the server answers a key from any session
+of its store: the store is one user's own, like any
 file they can read. With ``tenant`` (the proxy's namespace of one credential)
 it answers only from that tenant's sessions, and with ``session`` only from
 that session: a key of another answers "not found", exactly as for a key that
