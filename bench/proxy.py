@@ -197,8 +197,8 @@ def process(*args: str) -> Iterator[subprocess.Popen[bytes]]:
         child.wait(timeout=30)
 
 
-def wait_for(port: int) -> None:
-    for _ in range(400):
+def wait_for(port: int, seconds: float = 20) -> None:
+    for _ in range(int(seconds / 0.05)):
         with socket.socket() as sock:
             if sock.connect_ex(("127.0.0.1", port)) == 0:
                 return
@@ -582,20 +582,20 @@ def agents(args: argparse.Namespace) -> None:
         f"{os.cpu_count()} cores"
     )
     up_port, proxy_port = free_port(), free_port()
-    peers = [("proxy", None)]
-    if args.headroom:
-        peers.append(("headroom", args.headroom))
     own: list[tuple[float, float]] = []
     with process(__file__, "_upstream", str(up_port)):
         wait_for(up_port)
         upstream = f"http://127.0.0.1:{up_port}"
         store = f"dir:{Path(os.environ.get('TMPDIR', '/tmp')) / f'toolbudget-agents-{os.getpid()}'}"
-        with process(__file__, "_timed_proxy", str(proxy_port), upstream, store, args.profile or ""):
+        with (
+            process(__file__, "_timed_proxy", str(proxy_port), upstream, store, args.profile or ""),
+            headroom_proxy(args.headroom, upstream) as peer,
+        ):
             wait_for(proxy_port)
             proxy = f"http://127.0.0.1:{proxy_port}"
             legs = [("direct", upstream), ("proxy", proxy), ("direct again", upstream)]
-            if args.headroom:
-                legs.insert(2, ("headroom", args.headroom))
+            if peer is not None:
+                legs.insert(2, ("headroom", peer))
             for stream in (False, True):
                 rows = {}
                 for name, url in legs:
@@ -622,6 +622,55 @@ def agents(args: argparse.Namespace) -> None:
     print(f"parse + write alone of the largest body ({sizes[-1] / 1000:.0f} KB): {floor:.2f} ms")
     if args.profile:
         print(f"profile of the proxy process: {args.profile}")
+
+
+@contextmanager
+def headroom_proxy(executable: str | None, upstream: str) -> Iterator[str | None]:
+    """Headroom's own proxy (``headroom proxy``, from the headroom-ai[proxy] install at
+    ``executable``) in front of the same upstream, offline: its tiktoken vocabularies from the copies
+    LiteLLM ships beside it, the Hugging Face hub off (its Kompress model is then skipped), no
+    telemetry, rate limit or subscription polling; its home is a temporary directory."""
+    if executable is None:
+        yield None
+        return
+    import tempfile
+
+    port = free_port()
+    home = tempfile.mkdtemp(prefix="headroom-home-")
+    root = Path(executable).resolve().parent.parent
+    vocab = next(root.glob("lib/python*/site-packages/litellm/litellm_core_utils/tokenizers"), None)
+    env = {
+        **os.environ,
+        "HOME": home,
+        "HF_HUB_OFFLINE": "1",
+        "HEADROOM_TELEMETRY": "off",
+        **({"TIKTOKEN_CACHE_DIR": str(vocab)} if vocab is not None else {}),
+    }
+    env.pop("PYTHONPATH", None)
+    argv = [
+        executable, "proxy", "--port", str(port), "--anthropic-api-url", upstream, "--no-telemetry",
+        "--no-subscription-tracking", "--no-rate-limit", "--no-http2",
+    ]  # fmt: skip
+    log = Path(home) / "headroom.log"
+    with log.open("wb") as out:
+        child = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT, cwd=home)
+        try:
+            wait_for(port, 180)  # it loads its content detectors first
+            yield f"http://127.0.0.1:{port}"
+        finally:
+            child.terminate()
+            child.wait(timeout=30)
+    lines = log.read_text(errors="replace").splitlines()
+    failed = [line for line in lines if "failed" in line.lower() and "cost map" not in line]
+    for line in failed[:3]:
+        print(f"headroom logged: {line[-240:]}")
+    own = [float(line.split(" opt_ms=", 1)[1].split()[0]) / 1000 for line in lines if " opt_ms=" in line]
+    saved = [line.split(" total_saved=", 1)[1].split()[0] for line in lines if " total_saved=" in line]
+    if own:
+        print(
+            f"headroom's own optimisation time per request (its log): p50 {pct(own, 0.5):.2f} ms, "
+            f"p99 {pct(own, 0.99):.2f} ms; tokens saved on the last request: {saved[-1]}"
+        )
 
 
 def _bench_get(base: str, path: str) -> bytes:
@@ -744,7 +793,11 @@ def main() -> None:
     replaying.add_argument("--turns", type=int, default=64, help="requests per client, at most")
     replaying.add_argument("--trajectory", help="a part of the conversation's name to replay")
     replaying.add_argument("--profile", help="write a cProfile of the proxy process here")
-    replaying.add_argument("--headroom", help="the URL of a running Headroom proxy, measured alongside")
+    replaying.add_argument(
+        "--headroom",
+        metavar="EXECUTABLE",
+        help="the `headroom` command of a headroom-ai[proxy] install: its proxy is measured alongside",
+    )
     soaking = sub.add_parser("soak")
     soaking.add_argument("--clients", type=int, default=200)
     soaking.add_argument("--seconds", type=int, default=60)
