@@ -170,7 +170,7 @@ class Proxy:
             return await self._count(request, route, session, given, body, started)
         call = ManagedCall(session, given, route.api, read=opaque if stream else _read_answer, stream=stream)
         out_headers = forwarded(request.headers.items(), drop=("content-encoding", "accept-encoding"))
-        url = upstream_url(self.config.upstreams[route.family], request.path_qs)
+        url = upstream_url(self.config.upstream(route.family), request.path_qs)
         timing: dict[str, float] = {}
 
         async def send(sent: Any) -> Any:
@@ -280,7 +280,7 @@ class Proxy:
             return self._done(route, _error(route.family, 400, str(exc)), started)
         data = body if managed.body is given else dumps(managed.body)
         out_headers = forwarded(request.headers.items(), drop=("content-encoding", "accept-encoding"))
-        url = upstream_url(self.config.upstreams[route.family], request.path_qs)
+        url = upstream_url(self.config.upstream(route.family), request.path_qs)
         try:
             answer = await self._send(url, out_headers, data, stream=False)
         except UpstreamError as exc:
@@ -302,7 +302,7 @@ class Proxy:
         """Any other request: method, path, query, body and headers as they came; the answer likewise."""
         assert self.client is not None
         started = time.perf_counter()
-        url = upstream_url(self.config.upstreams[route.family], request.path_qs)
+        url = upstream_url(self.config.upstream(route.family), request.path_qs)
         data = await request.read() if request.can_read_body else None
         try:
             upstream = await self.client.request(
