@@ -18,6 +18,19 @@ Two measurements, each against a fast local upstream in its own process:
     directly. ``manage`` time for the same bodies, measured in-process, is
     printed beside it: the streaming TTFB should grow by no more than that.
 
+``python bench/proxy.py agents [--clients 32] [--turns 64] [--trajectory NAME] [--profile FILE]``
+    As agents really send: each client is one session replaying the same real
+    trajectory (by default the one with the most tool results whose history
+    stays under 560 KB) as growing requests, request k being the history up to
+    its k-th tool result, so each request extends the one before and the proxy
+    manages only what was appended. Against a fast local upstream, non-streaming
+    and streaming: latency and TTFB at p50 and p99 through the proxy and
+    directly, and what the proxy added; the proxy's own time per request (from
+    reading the body to handing it upstream, and after the answer, measured
+    inside the proxy process); and ``parse + manage + write`` of the same
+    requests in this process. ``--profile`` writes a cProfile of the proxy
+    process to FILE.
+
 ``python bench/proxy.py soak [--clients 200] [--seconds 60]``
     Many clients for a while: errors, and the proxy's resident memory and open
     file descriptors sampled from ``/proc`` after warm-up and at the end.
@@ -184,8 +197,8 @@ def process(*args: str) -> Iterator[subprocess.Popen[bytes]]:
         child.wait(timeout=30)
 
 
-def wait_for(port: int) -> None:
-    for _ in range(400):
+def wait_for(port: int, seconds: float = 20) -> None:
+    for _ in range(int(seconds / 0.05)):
         with socket.socket() as sock:
             if sock.connect_ex(("127.0.0.1", port)) == 0:
                 return
@@ -394,6 +407,298 @@ def overhead(args: argparse.Namespace) -> None:
     print(f"parse + manage + write alone: p50 {pct(managed, 0.5):.2f} ms, p99 {pct(managed, 0.99):.2f} ms")
 
 
+# --- agents: growing requests, as a session sends them ------------------------------------------
+
+
+def trajectory_requests(name: str | None, turns: int, limit: int = 560_000) -> tuple[str, list[bytes]]:
+    """One real trajectory as the requests an agent sends: request k is its history up to the k-th
+    tool result (an Anthropic body), while under ``limit`` bytes; at most ``turns`` of them, evenly
+    spaced, always ending with the longest."""
+    from toolbudget.convert import to_request
+
+    best: tuple[int, int, str, list[dict[str, Any]], dict[str, Any]] | None = None
+    for label, conversation in conversations():
+        if name is not None and name not in label:
+            continue
+        body = to_request(conversation, "anthropic")
+        messages = body["messages"]
+        ends = [
+            i + 1
+            for i, m in enumerate(messages)
+            if m["role"] == "user"
+            and isinstance(m["content"], list)
+            and any(b.get("type") == "tool_result" for b in m["content"])
+        ]
+        kept = [e for e in ends if len(orjson.dumps({**body, "messages": messages[:e]})) <= limit]
+        if not kept:
+            continue
+        size = len(orjson.dumps({**body, "messages": messages[: kept[-1]]}))
+        rank = (int(len(kept) >= 30), size) if name is None else (1, len(kept))
+        if best is None or rank > best[:2]:
+            best = (int(rank[0]), rank[1], label, messages, {**body, "ends": kept})
+    if best is None:
+        raise SystemExit(f"no trajectory with tool results matches {name!r}")
+    _, _, label, messages, body = best
+    ends = body.pop("ends")
+    if len(ends) > turns:
+        step = len(ends) / turns
+        ends = [ends[min(len(ends) - 1, round((i + 1) * step) - 1)] for i in range(turns)]
+    base = {**body, "max_tokens": 1000, "model": "claude-sonnet-4-5"}
+    return label, [orjson.dumps({**base, "messages": messages[:end]}) for end in ends]
+
+
+def _streamed(data: bytes, stream: bool) -> bytes:
+    return data[:-1] + (b',"stream":true}' if stream else b',"stream":false}')
+
+
+async def replay(
+    url: str, requests: list[bytes], clients: int, stream: bool
+) -> tuple[list[float], list[float], int]:
+    """Each of ``clients`` sessions sends ``requests`` in order; latencies, TTFBs (s), errors."""
+    from aiohttp import ClientSession, ClientTimeout, TCPConnector
+
+    totals: list[float] = []
+    firsts: list[float] = []
+    errors = 0
+    bodies = [_streamed(data, stream) for data in requests]
+    async with ClientSession(connector=TCPConnector(limit=0), timeout=ClientTimeout(total=600)) as client:
+
+        async def one_client(index: int) -> None:
+            nonlocal errors
+            headers = {
+                "content-type": "application/json",
+                "x-api-key": "bench",
+                "anthropic-version": "2023-06-01",
+                "x-claude-code-session-id": f"bench-session-{index}-{stream}",
+            }
+            for data in bodies:
+                started = time.perf_counter()
+                async with client.post(url + "/v1/messages", data=data, headers=headers) as answer:
+                    first = None
+                    async for _ in answer.content.iter_any():
+                        if first is None:
+                            first = time.perf_counter() - started
+                    errors += answer.status != 200
+                totals.append(time.perf_counter() - started)
+                firsts.append(first if first is not None else totals[-1])
+
+        await asyncio.gather(*(one_client(i) for i in range(clients)))
+    return totals, firsts, errors
+
+
+def serve_timed_proxy(port: int, upstream: str, store: str, profile: str) -> None:
+    """The toolbudget proxy, timing its own part of each managed request: from reading the body to
+    handing it upstream, plus what follows the upstream's answer, without the upstream's own wait.
+    ``GET /_bench/times`` hands the times over (and clears them); ``GET /_bench/profile`` writes the
+    cProfile of the process so far to ``profile``."""
+    import contextvars
+    import cProfile
+
+    from aiohttp import web
+
+    from toolbudget.proxy import app as proxy_app
+    from toolbudget.proxy.config import ProxyConfig, upstreams_of
+
+    waited: contextvars.ContextVar[float] = contextvars.ContextVar("waited", default=0.0)
+    times: list[tuple[float, float]] = []
+    profiler = cProfile.Profile() if profile else None
+    handle, managed, send = proxy_app.Proxy.handle, proxy_app.Proxy._managed, proxy_app.Proxy._send
+
+    async def timed_send(self: Any, *args: Any, **kwargs: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return await send(self, *args, **kwargs)
+        finally:
+            waited.set(waited.get() + time.perf_counter() - started)
+
+    async def timed_managed(self: Any, request: Any, route: Any) -> Any:
+        waited.set(0.0)
+        started = time.perf_counter()
+        answer = await managed(self, request, route)
+        times.append((time.perf_counter() - started, waited.get()))
+        return answer
+
+    async def bench_handle(self: Any, request: web.Request) -> web.StreamResponse:
+        if request.path == "/_bench/times":
+            out = list(times)
+            times.clear()
+            return web.Response(body=orjson.dumps(out), content_type="application/json")
+        if request.path == "/_bench/profile" and profiler is not None:
+            profiler.disable()
+            profiler.dump_stats(profile)
+            profiler.enable()
+            return web.Response(text="written")
+        answer: web.StreamResponse = await handle(self, request)
+        return answer
+
+    proxy_app.Proxy._send = timed_send  # type: ignore[method-assign]
+    proxy_app.Proxy._managed = timed_managed  # type: ignore[method-assign]
+    proxy_app.Proxy.handle = bench_handle  # type: ignore[method-assign]
+    app = proxy_app.create_app(ProxyConfig(upstreams=upstreams_of(upstream), store=store))
+    if profiler is not None:
+        profiler.enable()
+    web.run_app(app, host="127.0.0.1", port=port, access_log=None, print=None)
+
+
+def manage_growing(requests: list[bytes], clients: int) -> list[float]:
+    """``parse + manage + write`` of each request, in this process, one session per client as the
+    proxy keeps them: the same work the proxy does before its upstream call, without HTTP."""
+    from toolbudget import Policy, Sessions
+
+    times = []
+    with Sessions(store="memory:", policy=Policy()) as pool:
+        for index in range(clients):
+            headers = {"x-claude-code-session-id": f"inproc-{index}"}
+            for data in requests:
+                data = _streamed(data, True)
+                started = time.perf_counter()
+                parsed = orjson.loads(data)
+                session = pool.for_request(parsed, api="anthropic", headers=headers)
+                managed = session.manage(parsed, "anthropic")
+                if managed.body is not parsed:
+                    orjson.dumps(managed.body)
+                times.append(time.perf_counter() - started)
+    return times
+
+
+def floor_of(data: bytes, repeat: int = 30) -> float:
+    """The least any JSON proxy pays per body: parse it and write it once (s, median)."""
+    runs = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        orjson.dumps(orjson.loads(data))
+        runs.append(time.perf_counter() - started)
+    return statistics.median(runs)
+
+
+def agents(args: argparse.Namespace) -> None:
+    require_trajectories()
+    label, requests = trajectory_requests(args.trajectory, args.turns)
+    sizes = [len(r) for r in requests]
+    print(f"trajectory {label}")
+    print(
+        f"{len(requests)} growing requests per client, {sizes[0] / 1000:.0f} KB to {sizes[-1] / 1000:.0f} KB "
+        f"(median {statistics.median(sizes) / 1000:.0f} KB); {args.clients} concurrent clients; "
+        f"{os.cpu_count()} cores"
+    )
+    up_port, proxy_port = free_port(), free_port()
+    own: list[tuple[float, float]] = []
+    with process(__file__, "_upstream", str(up_port)):
+        wait_for(up_port)
+        upstream = f"http://127.0.0.1:{up_port}"
+        store = f"dir:{Path(os.environ.get('TMPDIR', '/tmp')) / f'toolbudget-agents-{os.getpid()}'}"
+        with (
+            process(__file__, "_timed_proxy", str(proxy_port), upstream, store, args.profile or ""),
+            headroom_proxy(args.headroom, upstream) as peer,
+        ):
+            wait_for(proxy_port)
+            proxy = f"http://127.0.0.1:{proxy_port}"
+            legs = [("direct", upstream), ("proxy", proxy), ("direct again", upstream)]
+            if peer is not None:
+                legs.insert(2, ("headroom", peer))
+            for stream in (False, True):
+                rows = {}
+                for name, url in legs:
+                    asyncio.run(replay(url, requests[:2], args.clients, stream))  # warm-up: connections
+                    if name == "proxy":
+                        _bench_get(proxy, "/_bench/times")
+                    rows[name] = asyncio.run(replay(url, requests, args.clients, stream))
+                    if name == "proxy":
+                        own.extend(tuple(t) for t in orjson.loads(_bench_get(proxy, "/_bench/times")))
+                _report(rows, stream, len(requests), args.clients)
+            if args.profile:
+                _bench_get(proxy, "/_bench/profile")
+    mine = [total - wait for total, wait in own]
+    print(
+        f"the proxy's own time per request (inside it, without the upstream's wait): "
+        f"p50 {pct(mine, 0.5):.2f} ms, p99 {pct(mine, 0.99):.2f} ms"
+    )
+    managed = manage_growing(requests, args.clients)
+    print(
+        f"parse + manage + write in one process: p50 {pct(managed, 0.5):.2f} ms, "
+        f"p99 {pct(managed, 0.99):.2f} ms"
+    )
+    floor = floor_of(requests[-1]) * 1000
+    print(f"parse + write alone of the largest body ({sizes[-1] / 1000:.0f} KB): {floor:.2f} ms")
+    if args.profile:
+        print(f"profile of the proxy process: {args.profile}")
+
+
+@contextmanager
+def headroom_proxy(executable: str | None, upstream: str) -> Iterator[str | None]:
+    """Headroom's own proxy (``headroom proxy``, from the headroom-ai[proxy] install at
+    ``executable``) in front of the same upstream, offline: its tiktoken vocabularies from the copies
+    LiteLLM ships beside it, the Hugging Face hub off (its Kompress model is then skipped), no
+    telemetry, rate limit or subscription polling; its home is a temporary directory."""
+    if executable is None:
+        yield None
+        return
+    import tempfile
+
+    port = free_port()
+    home = tempfile.mkdtemp(prefix="headroom-home-")
+    root = Path(executable).resolve().parent.parent
+    vocab = next(root.glob("lib/python*/site-packages/litellm/litellm_core_utils/tokenizers"), None)
+    env = {
+        **os.environ,
+        "HOME": home,
+        "HF_HUB_OFFLINE": "1",
+        "HEADROOM_TELEMETRY": "off",
+        **({"TIKTOKEN_CACHE_DIR": str(vocab)} if vocab is not None else {}),
+    }
+    env.pop("PYTHONPATH", None)
+    argv = [
+        executable, "proxy", "--port", str(port), "--anthropic-api-url", upstream, "--no-telemetry",
+        "--no-subscription-tracking", "--no-rate-limit", "--no-http2",
+    ]  # fmt: skip
+    log = Path(home) / "headroom.log"
+    with log.open("wb") as out:
+        child = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT, cwd=home)
+        try:
+            wait_for(port, 180)  # it loads its content detectors first
+            yield f"http://127.0.0.1:{port}"
+        finally:
+            child.terminate()
+            child.wait(timeout=30)
+    lines = log.read_text(errors="replace").splitlines()
+    failed = [line for line in lines if "failed" in line.lower() and "cost map" not in line]
+    for line in failed[:3]:
+        print(f"headroom logged: {line[-240:]}")
+    own = [float(line.split(" opt_ms=", 1)[1].split()[0]) / 1000 for line in lines if " opt_ms=" in line]
+    saved = [line.split(" total_saved=", 1)[1].split()[0] for line in lines if " total_saved=" in line]
+    if own:
+        print(
+            f"headroom's own optimisation time per request (its log): p50 {pct(own, 0.5):.2f} ms, "
+            f"p99 {pct(own, 0.99):.2f} ms; tokens saved on the last request: {saved[-1]}"
+        )
+
+
+def _bench_get(base: str, path: str) -> bytes:
+    import urllib.request
+
+    with urllib.request.urlopen(base + path, timeout=60) as answer:
+        data: bytes = answer.read()
+        return data
+
+
+def _report(
+    rows: dict[str, tuple[list[float], list[float], int]], stream: bool, turns: int, clients: int
+) -> None:
+    kind = "streaming" if stream else "non-streaming"
+    print(f"{kind}: {clients} clients x {turns} requests; ms")
+    direct = rows["direct"]
+    for name, (totals, firsts, errors) in rows.items():
+        line = f"  {name:13s} p50 {pct(totals, 0.5):8.2f}  p99 {pct(totals, 0.99):8.2f}"
+        if stream:
+            line += f"  ttfb p50 {pct(firsts, 0.5):8.2f}  p99 {pct(firsts, 0.99):8.2f}"
+        if not name.startswith("direct"):
+            line += f"  added p50 {pct(totals, 0.5) - pct(direct[0], 0.5):+8.2f}"
+            line += f"  p99 {pct(totals, 0.99) - pct(direct[0], 0.99):+8.2f}"
+            if stream:
+                line += f"  ttfb growth p50 {pct(firsts, 0.5) - pct(direct[1], 0.5):+8.2f}"
+        print(line + f"  errors {errors}")
+
+
 def _proc(pid: int) -> tuple[int, int]:
     rss = 0
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -471,6 +776,9 @@ def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "_starlette":
         serve_starlette_forwarder(int(sys.argv[2]), sys.argv[3])
         return
+    if len(sys.argv) > 1 and sys.argv[1] == "_timed_proxy":
+        serve_timed_proxy(int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5])
+        return
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -480,11 +788,21 @@ def main() -> None:
         one.add_argument("--clients", type=int, default=clients)
         one.add_argument("--requests", type=int, default=requests)
         one.add_argument("--workers", type=int, default=1, help="the proxy's worker processes")
+    replaying = sub.add_parser("agents")
+    replaying.add_argument("--clients", type=int, default=32)
+    replaying.add_argument("--turns", type=int, default=64, help="requests per client, at most")
+    replaying.add_argument("--trajectory", help="a part of the conversation's name to replay")
+    replaying.add_argument("--profile", help="write a cProfile of the proxy process here")
+    replaying.add_argument(
+        "--headroom",
+        metavar="EXECUTABLE",
+        help="the `headroom` command of a headroom-ai[proxy] install: its proxy is measured alongside",
+    )
     soaking = sub.add_parser("soak")
     soaking.add_argument("--clients", type=int, default=200)
     soaking.add_argument("--seconds", type=int, default=60)
     args = parser.parse_args()
-    {"stack": stack, "overhead": overhead, "soak": soak}[args.command](args)
+    {"stack": stack, "overhead": overhead, "agents": agents, "soak": soak}[args.command](args)
 
 
 if __name__ == "__main__":

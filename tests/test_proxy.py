@@ -482,3 +482,43 @@ def test_an_upstream_slower_than_the_read_timeout_gets_a_provider_style_504(tmp_
             gemini = post(proxy, "/v1beta/models/g:generateContent", gemini_body())
             assert gemini.status_code == 504 and gemini.json()["error"]["status"] == "DEADLINE_EXCEEDED"
             assert httpx.get(proxy.url + "/healthz").status_code == 200
+
+
+def responses_history(output: str = BIG) -> dict[str, Any]:
+    """A Responses body (as Codex sends it) whose last item is a big function call output."""
+    return {
+        "model": "gpt-5-codex",
+        "instructions": "You are Codex.",
+        "input": [
+            {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "build it"}]},
+            {"type": "function_call", "call_id": "call_1", "name": "shell", "arguments": '{"cmd":"make"}'},
+            {"type": "function_call_output", "call_id": "call_1", "output": output},
+        ],
+        "tools": [{"type": "function", "name": "shell", "parameters": {"type": "object"}}],
+        "prompt_cache_key": "conversation-1",
+    }
+
+
+def test_codex_with_a_chatgpt_login_is_managed_on_its_backend_path(proxy: RunningProxy, up: Any) -> None:
+    """Codex logged in with ChatGPT posts the same Responses body to ``/backend-api/codex/responses``."""
+    body = responses_history()
+    answer = post(proxy, "/backend-api/codex/responses", body, authorization="Bearer chatgpt-token")
+    assert answer.status_code == 200, answer.text
+    assert last(up).path_qs == "/backend-api/codex/responses"
+    assert last(up).headers["authorization"] == "Bearer chatgpt-token"
+    sent = last(up).json()
+    assert len(last(up).body) < len(orjson.dumps(body)) / 4
+    assert sent["input"][:2] == body["input"][:2] and sent["prompt_cache_key"] == "conversation-1"
+    marker = MARKER_RE.search(sent["input"][2]["output"])
+    assert marker is not None and marker["path"] is not None
+    assert Path(marker["path"]).read_text(encoding="utf-8") == BIG
+
+
+def test_the_chatgpt_backend_has_its_own_upstream_and_its_other_paths_pass_through() -> None:
+    assert upstreams_of()["chatgpt"] == "https://chatgpt.com"
+    assert upstreams_of("http://127.0.0.1:9")["chatgpt"] == "http://127.0.0.1:9"
+    from toolbudget.proxy.routes import route_of
+
+    assert route_of("POST", "/backend-api/codex/responses", {}).api == "openai-responses"
+    compact = route_of("POST", "/backend-api/codex/responses/compact", {})
+    assert (compact.kind, compact.family) == ("passthrough", "chatgpt")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 import time
 from collections.abc import Iterator
@@ -177,3 +178,37 @@ def test_an_error_before_the_stream_starts_goes_back_with_its_status_and_body(
     up[0].script.append((529, said))
     answer = httpx.post(proxy.url + "/v1/messages", content=SMALL, headers=HEADERS)
     assert answer.status_code == 529 and answer.content == said
+
+
+def test_an_upstream_reset_mid_stream_is_logged_in_one_line_without_a_traceback(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING)
+
+    async def reset(request: web.Request, _got: Received) -> web.StreamResponse:
+        answer = web.StreamResponse(status=200, headers={"Content-Type": "application/octet-stream"})
+        await answer.prepare(request)
+        await answer.write(b"some bytes of a download")
+        assert request.transport is not None
+        request.transport.close()
+        return answer
+
+    with upstream(ScriptedUpstream(reset_after=3)) as (up, url):
+        config = ProxyConfig(upstreams=upstreams_of(url), store=f"dir:{tmp_path}", policy=Policy())
+        with running(config) as proxy:
+            for path in ("/v1/messages", "/v1/files/download"):  # managed, and passed through
+                if path != "/v1/messages":
+                    up.script.append(reset)
+                with (
+                    pytest.raises(httpx.RemoteProtocolError),
+                    httpx.stream("POST", proxy.url + path, content=SMALL, headers=HEADERS) as answer,
+                ):
+                    for _ in answer.iter_raw():
+                        pass
+    records = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert [r.exc_info for r in records] == [None, None], [r.getMessage()[:200] for r in records]
+    lines = [orjson.loads(r.getMessage()) for r in records]
+    assert [r.name for r in records] == ["toolbudget.proxy", "toolbudget.proxy"]
+    assert [line["note"] for line in lines] == ["upstream reset mid-stream"] * 2
+    assert lines[0]["api"] == "anthropic" and lines[1]["api"] == "passthrough"
+    assert all(line["bytes_sent"] > 0 for line in lines)

@@ -69,10 +69,6 @@ class _Answer:
     body: bytes
 
 
-class _StreamUnread(Exception):
-    """An upstream stream that failed after its first byte: the client's connection is closed."""
-
-
 class Proxy:
     """The state of one proxy app: its settings, sessions, upstream connection pool and metrics."""
 
@@ -170,7 +166,7 @@ class Proxy:
             return await self._count(request, route, session, given, body, started)
         call = ManagedCall(session, given, route.api, read=opaque if stream else _read_answer, stream=stream)
         out_headers = forwarded(request.headers.items(), drop=("content-encoding", "accept-encoding"))
-        url = upstream_url(self.config.upstreams[route.family], request.path_qs)
+        url = upstream_url(self.config.upstream(route.family), request.path_qs)
         timing: dict[str, float] = {}
 
         async def send(sent: Any) -> Any:
@@ -243,10 +239,9 @@ class Proxy:
                     await answer.write(chunk)
                     written += len(chunk)
             except (ClientError, OSError, TimeoutError) as exc:
-                # The upstream died mid-body: the client's connection is closed, never left open.
                 self.metrics.modified.inc(tap.bytes - written)
-                self._log(route, upstream.status, started, outcome.report, tap.usage, note=type(exc).__name__)
-                raise _StreamUnread(str(exc)) from exc
+                self._reset(request, route, upstream.status, started, written, exc, outcome.report)
+                return answer
             await answer.write_eof()
         finally:
             upstream.release()
@@ -280,7 +275,7 @@ class Proxy:
             return self._done(route, _error(route.family, 400, str(exc)), started)
         data = body if managed.body is given else dumps(managed.body)
         out_headers = forwarded(request.headers.items(), drop=("content-encoding", "accept-encoding"))
-        url = upstream_url(self.config.upstreams[route.family], request.path_qs)
+        url = upstream_url(self.config.upstream(route.family), request.path_qs)
         try:
             answer = await self._send(url, out_headers, data, stream=False)
         except UpstreamError as exc:
@@ -302,7 +297,7 @@ class Proxy:
         """Any other request: method, path, query, body and headers as they came; the answer likewise."""
         assert self.client is not None
         started = time.perf_counter()
-        url = upstream_url(self.config.upstreams[route.family], request.path_qs)
+        url = upstream_url(self.config.upstream(route.family), request.path_qs)
         data = await request.read() if request.can_read_body else None
         try:
             upstream = await self.client.request(
@@ -334,7 +329,8 @@ class Proxy:
                         written += len(chunk)
                 except (ClientError, OSError, TimeoutError) as exc:
                     self.metrics.modified.inc(read - written)
-                    raise _StreamUnread(str(exc)) from exc
+                    self._reset(request, route, upstream.status, started, written, exc, None)
+                    return answer
             await answer.write_eof()
         finally:
             upstream.release()
@@ -386,6 +382,35 @@ class Proxy:
             if report.continuations:
                 m.escalations.labels("continuation").inc(report.continuations)
 
+    def _reset(
+        self,
+        request: web.Request,
+        route: Route,
+        status: int,
+        started: float,
+        written: int,
+        exc: BaseException,
+        report: CallReport | None,
+    ) -> None:
+        """The upstream died after the answer began: the client gets what was sent and a closed
+        connection (never a clean end, which would pass a cut answer off as whole), and the log
+        one warning line. Raising instead would have the server log a traceback per reset, and a
+        flaky upstream would flood the log with them."""
+        self.metrics.requests.labels(route.api or "passthrough", str(status)).inc()
+        line: dict[str, Any] = {
+            "api": route.api or "passthrough",
+            "status": status,
+            "ms": round((time.perf_counter() - started) * 1000, 2),
+            "note": "upstream reset mid-stream",
+            "bytes_sent": written,
+            "error": " ".join(f"{type(exc).__name__}: {exc}".split())[:300],
+        }
+        if report is not None:
+            line["session"] = report.managed.session
+        _log.warning(orjson.dumps(line).decode())
+        if request.transport is not None:
+            request.transport.close()  # what was written is flushed first, then the connection ends
+
     def _report_headers(self, answer: web.StreamResponse, report: CallReport | None) -> None:
         if not self.config.report_headers or report is None:
             return
@@ -417,7 +442,6 @@ class Proxy:
         started: float,
         report: CallReport | None,
         usage: Usage | None,
-        note: str | None = None,
     ) -> None:
         """One line per request: what was done and how big, never a body or a credential."""
         if not _log.isEnabledFor(logging.INFO):
@@ -447,8 +471,6 @@ class Proxy:
                 usage_cache_read=usage.cache_read,
                 usage_cache_write=usage.cache_write,
             )
-        if note is not None:
-            line["note"] = note
         _log.info(orjson.dumps(line).decode())
 
 

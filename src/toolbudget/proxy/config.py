@@ -23,9 +23,12 @@ DEFAULT_UPSTREAMS: Mapping[str, str] = MappingProxyType(
         "anthropic": "https://api.anthropic.com",
         "openai": "https://api.openai.com",
         "gemini": "https://generativelanguage.googleapis.com",
+        "chatgpt": "https://chatgpt.com",
     }
 )
-"""The providers' public endpoints; a request's path is put after them as it came."""
+"""The providers' public endpoints; a request's path is put after them as it came. ``chatgpt`` is
+the backend Codex talks to when logged in with ChatGPT (``/backend-api/codex/responses``): the
+same Responses API on another host, reached through ``--upstream`` or this default."""
 
 
 def _checked(url: str, flag: str) -> str:
@@ -55,6 +58,9 @@ def upstreams_of(
             out[family] = _checked(upstream, "--upstream")
         else:
             out[family] = DEFAULT_UPSTREAMS[family]
+    out["chatgpt"] = (
+        _checked(upstream, "--upstream") if upstream is not None else DEFAULT_UPSTREAMS["chatgpt"]
+    )
     return out
 
 
@@ -80,6 +86,11 @@ class ProxyConfig:
     max_body_bytes: int = 512 * 1024 * 1024
     max_sessions: int = 1024
     idle_seconds: float = 3600.0
+
+    def upstream(self, family: str) -> str:
+        """The upstream of ``family``: the one given, else its public endpoint (a config made
+        before the ChatGPT backend had a family names none for it)."""
+        return self.upstreams.get(family) or DEFAULT_UPSTREAMS[family]
 
     def __post_init__(self) -> None:
         missing = [family for family in FAMILIES if family not in self.upstreams]

@@ -25,7 +25,8 @@ class Route:
     """``manage`` (the managed call), ``count`` (manage, then count upstream), ``passthrough``,
     ``metrics``, ``healthz``, ``recall`` (the proxy's own recall of an archived output)."""
     family: str
-    """The upstream it goes to: ``anthropic``, ``openai`` or ``gemini``."""
+    """The upstream it goes to: ``anthropic``, ``openai``, ``gemini`` or ``chatgpt`` (Codex's
+    ChatGPT-login backend; its error envelope is OpenAI's)."""
     api: str | None = None
     """The wire API of a managed or counted body."""
     stream: bool | None = None
@@ -38,6 +39,8 @@ def family_of(path: str, headers: Mapping[str, str]) -> str:
         return "anthropic"
     if path.startswith(("/v1beta/", "/v1alpha/", "/upload/")):
         return "gemini"
+    if path.startswith("/backend-api/"):
+        return "chatgpt"
     names = {name.lower() for name in headers}
     if "x-goog-api-key" in names:
         return "gemini"
@@ -63,6 +66,8 @@ def route_of(method: str, path: str, headers: Mapping[str, str]) -> Route:
             return Route("manage", "openai", "openai-chat")
         if path == "/v1/responses":
             return Route("manage", "openai", "openai-responses")
+        if path == "/backend-api/codex/responses":  # Codex logged in with ChatGPT: the same body
+            return Route("manage", "chatgpt", "openai-responses")
         gemini = _GEMINI.fullmatch(path)
         if gemini is not None:
             action = gemini.group(1)
