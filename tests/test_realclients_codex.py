@@ -112,7 +112,8 @@ def test_codex_runs_a_long_tool_loop(
     assert len(calls) == 10
     results = outputs(last)
     texts = [results[c["call_id"]] for c in calls]
-    assert all("Process exited with code 0" in t for t in texts), texts
+    # Through the proxy an old result may have aged into a one-line summary that keeps its key.
+    assert all("Process exited with code 0" in t or whole_or_cut(hop, t, len(t) + 1) for t in texts), texts
     assert whole_or_cut(hop, texts[0], 340_000) and whole_or_cut(hop, texts[1], 200_000)
     followed = orjson.loads(calls[4]["arguments"])["cmd"]
     if not hop.faithful and "/tool-results/" in followed:
