@@ -319,12 +319,16 @@ def _slots(request: Request, policy: Policy, archive: Archive | None) -> tuple[l
                         text=text,
                     )
                 )
+    _protect_newest_recall(slots)
+    return slots, seen
+
+
+def _protect_newest_recall(slots: list[_Slot]) -> None:
+    """A recall answer in the newest turn is never cut, so recall and cut cannot loop."""
     if slots:
         newest = max(s.turn for s in slots)
         for slot in slots:
-            # A recall answer in the newest turn is never cut, so recall and cut cannot loop.
             slot.protected = slot.turn == newest and is_recall_tool(slot.tool)
-    return slots, seen
 
 
 def _original_of(text: str, archive: Archive | None, known: _Known | None = None) -> str:
@@ -677,10 +681,7 @@ def extend(
                         text=text,
                     )
                 )
-    if slots:
-        newest = max(s.turn for s in slots)
-        for slot in slots:
-            slot.protected = slot.turn == newest and is_recall_tool(slot.tool)
+    _protect_newest_recall(slots)
     cutter = _Cutter(policy, archive, on_store_error, recall_route(request))
     for slot in slots:
         _cap(slot, policy, cutter)

@@ -189,15 +189,9 @@ class Proxy:
         except UpstreamError as exc:
             self._count_call(call, None)
             return self._done(route, _upstream_error(exc), started)
-        except TimeoutError:  # before ClientError: aiohttp's read timeout is both
+        except (ClientError, OSError) as exc:  # TimeoutError is an OSError
             self._count_call(call, None)
-            message = f"the upstream sent nothing for {self.config.read_timeout:g} s"
-            return self._done(route, _error(route.family, 504, message), started)
-        except (ClientError, OSError) as exc:
-            self._count_call(call, None)
-            return self._done(
-                route, _error(route.family, 502, f"the upstream could not be reached: {exc}"), started
-            )
+            return self._done(route, self._unreachable(route, exc), started)
         self._count_call(call, outcome.report)
         if stream:
             return await self._stream_back(request, route, outcome, started)
@@ -280,16 +274,22 @@ class Proxy:
             answer = await self._send(url, out_headers, data, stream=False)
         except UpstreamError as exc:
             return self._done(route, _upstream_error(exc), started)
-        except TimeoutError:  # before ClientError: aiohttp's read timeout is both
-            message = f"the upstream sent nothing for {self.config.read_timeout:g} s"
-            return self._done(route, _error(route.family, 504, message), started)
-        except (ClientError, OSError) as exc:
-            return self._done(
-                route, _error(route.family, 502, f"the upstream could not be reached: {exc}"), started
-            )
+        except (ClientError, OSError) as exc:  # TimeoutError is an OSError
+            return self._done(route, self._unreachable(route, exc), started)
         response = web.Response(status=answer.status, body=answer.body)
         _copy_headers(response, answer.headers)
         return self._done(route, response, started)
+
+    def _unreachable(self, route: Route, exc: BaseException) -> web.Response:
+        """The API's own error for an upstream that timed out (504) or could not be reached (502).
+
+        aiohttp's read timeout is both a ``TimeoutError`` and a ``ClientError``,
+        so the timeout is told first.
+        """
+        if isinstance(exc, TimeoutError):
+            message = f"the upstream sent nothing for {self.config.read_timeout:g} s"
+            return _error(route.family, 504, message)
+        return _error(route.family, 502, f"the upstream could not be reached: {exc}")
 
     # --- passthrough ---------------------------------------------------------------------
 
@@ -307,13 +307,8 @@ class Proxy:
                 headers=forwarded(request.headers.items()),
                 allow_redirects=False,
             )
-        except TimeoutError:  # before ClientError: aiohttp's read timeout is both
-            message = f"the upstream sent nothing for {self.config.read_timeout:g} s"
-            return self._done(route, _error(route.family, 504, message), started)
-        except (ClientError, OSError) as exc:
-            return self._done(
-                route, _error(route.family, 502, f"the upstream could not be reached: {exc}"), started
-            )
+        except (ClientError, OSError) as exc:  # TimeoutError is an OSError
+            return self._done(route, self._unreachable(route, exc), started)
         answer = web.StreamResponse(status=upstream.status, reason=upstream.reason)
         _copy_headers(answer, upstream.raw_headers)
         if upstream.headers.get("content-length") is not None and request.method != "HEAD":
