@@ -200,12 +200,15 @@ class _Last:
 
 @dataclass(frozen=True, slots=True)
 class _Primed:
-    """A body parsed before its ``manage`` (to find its session), kept with the body itself."""
+    """A body read before its ``manage`` (to find its session), kept with the body itself.
+
+    ``request`` is ``None`` when finding the session needed only the JSON
+    (a header named it): ``manage`` then parses no more than it must."""
 
     body: Any
     parsed: dict[str, Any]
     api: str
-    request: Request
+    request: Request | None
 
 
 _PRIMED_LIMIT = 16
@@ -617,7 +620,11 @@ class Session:
         ):
             # Parsed already, to find this session (:meth:`Sessions.for_request`): not parsed again.
             managed, request = self._extend(body, primed.parsed, primed.api)
-            return managed or self._manage_request(body, primed.parsed, request or primed.request)
+            if managed is not None:
+                return managed
+            if request is None:
+                request = primed.request or wire.parse(primed.parsed, primed.api, self._cache(primed.api))
+            return self._manage_request(body, primed.parsed, request)
         parsed, name = self._read(body, api)
         managed, request = self._extend(body, parsed, name)
         if managed is not None:
@@ -638,13 +645,13 @@ class Session:
             cache = self._caches[api] = wire.EntryCache(measure=message_chars)
         return cache
 
-    def _prime(self, body: Any, parsed: dict[str, Any], request: Request) -> None:
-        """Remember ``body`` parsed, for the ``manage`` of the very same body that comes next."""
-        assert request.api is not None
+    def _prime(self, body: Any, parsed: dict[str, Any], api: str, request: Request | None) -> None:
+        """Remember ``body`` read (and parsed, if it was), for the ``manage`` of the very same body
+        that comes next."""
         with self._lock:
             while len(self._primed) >= _PRIMED_LIMIT:
                 del self._primed[next(iter(self._primed))]  # never managed: forgotten, oldest first
-            self._primed[id(body)] = _Primed(body, parsed, request.api, request)
+            self._primed[id(body)] = _Primed(body, parsed, api, request)
 
     def manage_request(self, request: Request, *, now: float | None = None) -> tuple[Request, Report]:
         """The same pipeline on a parsed request (``now`` as for :meth:`manage`)."""

@@ -32,8 +32,11 @@ credential (:func:`toolbudget.proxy.tenancy.tenant_of`). Two conversations that
 end up under one id share its archive harmlessly (keys are content hashes,
 and what a session sends depends only on its id and the history).
 
-The body is parsed once: the parse that derives the id is handed to the
-session, and the ``manage`` of that same body that follows uses it. All the
+The body is read once: its JSON, and the parse that derives an id, are
+handed to the session, and the ``manage`` of that same body that follows
+uses them. An id the request names costs no parse at all: ``manage`` then
+parses only the messages appended since the session's last request, which
+is most of a proxy's saving on a long history. All the
 sessions of a pool share one parse cache per API, so a history resent by
 any of them is not parsed again.
 
@@ -201,8 +204,13 @@ class Sessions:
     ) -> Session:
         """The session ``body`` belongs to (found, or made), ready for ``session.manage(body)``.
 
-        The body is parsed here once, and the ``manage`` of this same body
-        object uses that parse. Bad input raises what ``manage`` would raise.
+        The body's JSON is read here once, and the ``manage`` of this same
+        body object uses it. A session a header or field names needs nothing
+        more: the history is left for ``manage``, which parses only what an
+        agent appended since its last request. Only an id derived from the
+        conversation parses the body here (and ``manage`` reuses that parse).
+        A body that is not a JSON object raises here; one whose history is
+        bad raises here or at its ``manage``, what ``manage`` would raise.
         With ``tenant`` (1 to 32 of ``[a-z0-9]``), the session is looked up
         and made only in that tenant's namespace (see the module).
         """
@@ -210,16 +218,13 @@ class Sessions:
             raise InputError(f"a tenant is 1 to 32 lowercase letters and digits, not {tenant!r:.80}")
         parsed = to_body(body)
         name = wire.resolve_api(api) if api else wire.detect_api(parsed)
-        cache = self._caches[name]
         sid = session_id_of(parsed, headers)
         request = None
         if sid is None:
-            request = wire.parse(parsed, name, cache)
+            request = wire.parse(parsed, name, self._caches[name])
             sid = conversation_id(_without_billing(request))
         session = self.get(sid if tenant is None else f"{tenant}-{sid}")
-        if request is None:
-            request = wire.parse(parsed, name, cache)
-        session._prime(body, parsed, request)
+        session._prime(body, parsed, name, request)
         return session
 
     def get(self, id: str) -> Session:
