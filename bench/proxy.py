@@ -18,7 +18,7 @@ Two measurements, each against a fast local upstream in its own process:
     directly. ``manage`` time for the same bodies, measured in-process, is
     printed beside it: the streaming TTFB should grow by no more than that.
 
-``python bench/proxy.py agents [--clients 32] [--turns 64] [--trajectory NAME] [--profile FILE]``
+``python bench/proxy.py agents [--clients 32] [--turns 64] [--rounds 1] [--trajectory NAME] [--profile FILE]``
     As agents really send: each client is one session replaying the same real
     trajectory (by default the one with the most tool results whose history
     stays under 560 KB) as growing requests, request k being the history up to
@@ -28,8 +28,11 @@ Two measurements, each against a fast local upstream in its own process:
     directly, and what the proxy added; the proxy's own time per request (from
     reading the body to handing it upstream, and after the answer, measured
     inside the proxy process); and ``parse + manage + write`` of the same
-    requests in this process. ``--profile`` writes a cProfile of the proxy
-    process to FILE.
+    requests in this process. ``--rounds`` replays it that many times per
+    client, each time as new sessions (more samples for one client's p99).
+    ``--inline`` has the proxy manage on its event loop instead of its
+    manage thread (``ProxyConfig(offload=False)``).
+    ``--profile`` writes a cProfile of the proxy process to FILE.
 
 ``python bench/proxy.py soak [--clients 200] [--seconds 60]``
     Many clients for a while: errors, and the proxy's resident memory and open
@@ -452,9 +455,10 @@ def _streamed(data: bytes, stream: bool) -> bytes:
 
 
 async def replay(
-    url: str, requests: list[bytes], clients: int, stream: bool
+    url: str, requests: list[bytes], clients: int, stream: bool, rounds: int = 1, tag: str = ""
 ) -> tuple[list[float], list[float], int]:
-    """Each of ``clients`` sessions sends ``requests`` in order; latencies, TTFBs (s), errors."""
+    """Each of ``clients`` sessions sends ``requests`` in order, ``rounds`` times (each round as new
+    sessions, so each is managed from its first request again); latencies, TTFBs (s), errors."""
     from aiohttp import ClientSession, ClientTimeout, TCPConnector
 
     totals: list[float] = []
@@ -464,12 +468,16 @@ async def replay(
     async with ClientSession(connector=TCPConnector(limit=0), timeout=ClientTimeout(total=600)) as client:
 
         async def one_client(index: int) -> None:
+            for round in range(rounds):
+                await one_session(index, f"bench-session-{index}-{stream}-{tag}{round}")
+
+        async def one_session(index: int, session: str) -> None:
             nonlocal errors
             headers = {
                 "content-type": "application/json",
                 "x-api-key": "bench",
                 "anthropic-version": "2023-06-01",
-                "x-claude-code-session-id": f"bench-session-{index}-{stream}",
+                "x-claude-code-session-id": session,
             }
             for data in bodies:
                 started = time.perf_counter()
@@ -486,7 +494,7 @@ async def replay(
     return totals, firsts, errors
 
 
-def serve_timed_proxy(port: int, upstream: str, store: str, profile: str) -> None:
+def serve_timed_proxy(port: int, upstream: str, store: str, profile: str, offload: bool = True) -> None:
     """The toolbudget proxy, timing its own part of each managed request: from reading the body to
     handing it upstream, plus what follows the upstream's answer, without the upstream's own wait.
     ``GET /_bench/times`` hands the times over (and clears them); ``GET /_bench/profile`` writes the
@@ -534,7 +542,7 @@ def serve_timed_proxy(port: int, upstream: str, store: str, profile: str) -> Non
     proxy_app.Proxy._send = timed_send  # type: ignore[method-assign]
     proxy_app.Proxy._managed = timed_managed  # type: ignore[method-assign]
     proxy_app.Proxy.handle = bench_handle  # type: ignore[method-assign]
-    app = proxy_app.create_app(ProxyConfig(upstreams=upstreams_of(upstream), store=store))
+    app = proxy_app.create_app(ProxyConfig(upstreams=upstreams_of(upstream), store=store, offload=offload))
     if profiler is not None:
         profiler.enable()
     web.run_app(app, host="127.0.0.1", port=port, access_log=None, print=None)
@@ -588,7 +596,15 @@ def agents(args: argparse.Namespace) -> None:
         upstream = f"http://127.0.0.1:{up_port}"
         store = f"dir:{Path(os.environ.get('TMPDIR', '/tmp')) / f'toolbudget-agents-{os.getpid()}'}"
         with (
-            process(__file__, "_timed_proxy", str(proxy_port), upstream, store, args.profile or ""),
+            process(
+                __file__,
+                "_timed_proxy",
+                str(proxy_port),
+                upstream,
+                store,
+                args.profile or "",
+                "inline" if args.inline else "offload",
+            ),  # fmt: skip
             headroom_proxy(args.headroom, upstream) as peer,
         ):
             wait_for(proxy_port)
@@ -599,10 +615,11 @@ def agents(args: argparse.Namespace) -> None:
             for stream in (False, True):
                 rows = {}
                 for name, url in legs:
-                    asyncio.run(replay(url, requests[:2], args.clients, stream))  # warm-up: connections
+                    # Warm-up: connections, and sessions of their own.
+                    asyncio.run(replay(url, requests[:2], args.clients, stream, tag="warm-"))
                     if name == "proxy":
                         _bench_get(proxy, "/_bench/times")
-                    rows[name] = asyncio.run(replay(url, requests, args.clients, stream))
+                    rows[name] = asyncio.run(replay(url, requests, args.clients, stream, args.rounds))
                     if name == "proxy":
                         own.extend(tuple(t) for t in orjson.loads(_bench_get(proxy, "/_bench/times")))
                 _report(rows, stream, len(requests), args.clients)
@@ -777,7 +794,7 @@ def main() -> None:
         serve_starlette_forwarder(int(sys.argv[2]), sys.argv[3])
         return
     if len(sys.argv) > 1 and sys.argv[1] == "_timed_proxy":
-        serve_timed_proxy(int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5])
+        serve_timed_proxy(int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6] == "offload")
         return
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -792,7 +809,13 @@ def main() -> None:
     replaying.add_argument("--clients", type=int, default=32)
     replaying.add_argument("--turns", type=int, default=64, help="requests per client, at most")
     replaying.add_argument("--trajectory", help="a part of the conversation's name to replay")
+    replaying.add_argument(
+        "--rounds", type=int, default=1, help="times each client replays it, as new sessions each time"
+    )
     replaying.add_argument("--profile", help="write a cProfile of the proxy process here")
+    replaying.add_argument(
+        "--inline", action="store_true", help="the proxy manages on its event loop (offload=False)"
+    )
     replaying.add_argument(
         "--headroom",
         metavar="EXECUTABLE",

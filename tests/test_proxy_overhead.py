@@ -2,12 +2,24 @@
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
+import httpx
 import orjson
 import pytest
 
+from proxy_upstream import upstream
 from toolbudget import Session, Sessions, wire
+from toolbudget.policy import Policy
+from toolbudget.proxy import ProxyConfig
+from toolbudget.proxy.config import upstreams_of
+from toolbudget.proxy.server import running
+from toolbudget.proxy.tenancy import tenant_of
+from toolbudget.store import Store
+from toolbudget.store.memory import MemoryStore
+
+_HEADERS = {"content-type": "application/json", "x-api-key": "sk-one", "x-claude-code-session-id": "slow"}
 
 _OUTPUT = "".join(f"output line {i:05d} of a command that printed a lot\n" for i in range(1000))
 
@@ -90,3 +102,87 @@ def test_a_named_session_with_a_bad_history_is_refused_by_its_manage() -> None:
         session = pool.for_request({"messages": 7}, api="anthropic", headers={"x-toolbudget-session": "s"})
         with pytest.raises(InputError):
             session.manage({"messages": 7}, "anthropic")
+
+
+# --- the loop is not held by a store that takes its time ----------------------------------------
+
+
+class _SlowStore(Store):
+    """A store whose writes wait until the test lets them go (a disk or Redis under load)."""
+
+    url = "slow:"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._entries = MemoryStore()
+        self.writing = threading.Event()
+        self.release = threading.Event()
+
+    def _put(self, session: str, key: str, data: bytes) -> None:
+        self.writing.set()
+        self.release.wait(10)
+        self._entries.put(session, key, data)
+
+    def _get(self, session: str, key: str) -> bytes | None:
+        return self._entries.get(session, key)
+
+    def _find(self, key: str, within: str) -> bytes | None:
+        return self._entries.find(key, within)
+
+    def _keys(self, session: str) -> list[str]:
+        return self._entries.keys(session)
+
+    def _drop(self, session: str) -> None:
+        self._entries.drop(session)
+
+
+def test_the_proxy_answers_others_while_a_request_waits_for_its_store() -> None:
+    """A request whose cut is being written (the store guard waiting on its worker) leaves the
+    event loop free: a health check, or another client's bytes, are served meanwhile."""
+    store = _SlowStore()
+    body = _history(1)
+    with (
+        upstream() as (up, url),
+        Sessions(store=store, policy=Policy(store_timeout=8.0)) as pool,
+        running(ProxyConfig(upstreams=upstreams_of(url)), sessions=pool) as proxy,
+    ):
+        answers: list[httpx.Response] = []
+        sender = threading.Thread(
+            target=lambda: answers.append(
+                httpx.post(
+                    proxy.url + "/v1/messages", content=orjson.dumps(body), headers=_HEADERS, timeout=30
+                )
+            )
+        )
+        sender.start()
+        try:
+            assert store.writing.wait(10)  # the managed request is inside its store call now
+            health = httpx.get(proxy.url + "/healthz", timeout=2.0)
+            assert health.status_code == 200
+            assert not store.release.is_set() and sender.is_alive()  # answered while the write waited
+        finally:
+            store.release.set()
+            sender.join(30)
+        (answer,) = answers
+        assert answer.status_code == 200
+        assert b"<<tb:" in up.received[-1].body  # cut, and its original kept
+
+
+def test_requests_of_one_session_are_managed_in_the_order_they_arrived() -> None:
+    """Managed off the loop, one session's requests still go through ``manage`` in arrival order:
+    what the proxy sends for each is what one session sends for them in turn."""
+    bodies = [_history(turns) for turns in range(1, 7)]
+    with (
+        upstream() as (up, url),
+        Sessions(store="memory:", policy=Policy()) as pool,
+        running(ProxyConfig(upstreams=upstreams_of(url)), sessions=pool) as proxy,
+    ):
+        for data in bodies:
+            answer = httpx.post(
+                proxy.url + "/v1/messages", content=orjson.dumps(data), headers=_HEADERS, timeout=30
+            )
+            assert answer.status_code == 200
+        sent = [got.body for got in up.received]
+    with Session(f"{tenant_of(_HEADERS)}-claude-code-slow", store="memory:", policy=Policy()) as alone:
+        expected = [orjson.dumps(alone.manage(data, "anthropic").body) for data in bodies]
+    assert sent == expected

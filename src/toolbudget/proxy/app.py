@@ -48,6 +48,7 @@ from .bodies import decode_body
 from .config import ProxyConfig
 from .errors import error_body
 from .metrics import Metrics
+from .offload import Offload
 from .routes import Route, route_of
 from .streaming import UsageTap, usage_of_reply
 from .tenancy import tenant_of
@@ -89,6 +90,8 @@ class Proxy:
         self._own_sessions = sessions is None
         self.metrics = Metrics()
         self.client: ClientSession | None = None
+        # Managing off the loop: a store call's wait stalls no other client (see .offload).
+        self.offload = Offload() if config.offload else None
 
     async def start(self, _app: web.Application) -> AsyncIterator[None]:
         timeout = ClientTimeout(
@@ -105,6 +108,8 @@ class Proxy:
             yield
         finally:
             await self.client.close()
+            if self.offload is not None:
+                self.offload.close()
             if self._own_sessions:
                 self.sessions.close()
 
@@ -178,7 +183,7 @@ class Proxy:
             return await self._send(url, out_headers, data, stream=stream)
 
         try:
-            outcome = await adrive(call, send)
+            outcome = await (adrive(call, send) if self.offload is None else self.offload.drive(call, send))
         except InputError as exc:
             return self._done(route, _error(route.family, 400, str(exc)), started)
         except RecoveryExhausted as exc:
@@ -264,7 +269,10 @@ class Proxy:
     ) -> web.StreamResponse:
         """Count the managed body upstream: the client sees what would really be sent, never an estimate."""
         try:
-            managed = session.manage(given, route.api)
+            if self.offload is None:
+                managed = session.manage(given, route.api)
+            else:
+                managed = await self.offload.run(session.manage, given, route.api)
         except InputError as exc:
             return self._done(route, _error(route.family, 400, str(exc)), started)
         data = body if managed.body is given else dumps(managed.body)

@@ -74,7 +74,11 @@ class ProxyConfig:
     store's TTL). ``report_headers`` adds ``x-toolbudget-*`` headers to the
     answers (off: some clients are strict about headers). ``read_timeout`` is
     the longest wait for the upstream's next byte: at least as long as the
-    clients' own (Claude Code waits up to 600 s).
+    clients' own (Claude Code waits up to 600 s). ``offload`` manages each
+    body on a thread beside the event loop (:mod:`toolbudget.proxy.offload`),
+    so a store that takes its time holds up only the request that writes to
+    it; ``False`` manages on the loop itself, a trip to a thread cheaper per
+    request, for a store that is in memory.
     """
 
     upstreams: Mapping[str, str] = field(default_factory=lambda: dict(DEFAULT_UPSTREAMS))
@@ -86,6 +90,7 @@ class ProxyConfig:
     max_body_bytes: int = 512 * 1024 * 1024
     max_sessions: int = 1024
     idle_seconds: float = 3600.0
+    offload: bool = True
 
     def upstream(self, family: str) -> str:
         """The upstream of ``family``: the one given, else its public endpoint (a config made
