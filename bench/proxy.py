@@ -34,9 +34,14 @@ Two measurements, each against a fast local upstream in its own process:
     manage thread (``ProxyConfig(offload=False)``).
     ``--profile`` writes a cProfile of the proxy process to FILE.
 
-``python bench/proxy.py soak [--clients 200] [--seconds 60]``
-    Many clients for a while: errors, and the proxy's resident memory and open
-    file descriptors sampled from ``/proc`` after warm-up and at the end.
+``python bench/proxy.py soak [--clients 200] [--seconds 60] [--agents]``
+    Many clients for a while (by default 200 for 60 s), half of the requests
+    streamed: errors, requests served, and the proxy's resident memory and
+    open file descriptors sampled from ``/proc`` each second, compared after
+    warm-up (a quarter of the way in) and at the end. By default every client
+    sends one 100 KB body; ``--agents`` has each replay the real trajectory of
+    ``agents`` as growing requests instead, a new session each time through,
+    so sessions are made, cut into the store and dropped all along.
 
 The machine is shared: read ratios taken in one run, not absolute numbers.
 """
@@ -728,6 +733,10 @@ def soak(args: argparse.Namespace) -> None:
     body = orjson.dumps(
         {"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "word " * 20_000}]}
     )
+    growing: list[bytes] = []
+    if args.agents:
+        require_trajectories()
+        growing = trajectory_requests(None, 64)[1]
     up_port, proxy_port = free_port(), free_port()
     with process(__file__, "_upstream", str(up_port)):
         wait_for(up_port)
@@ -754,10 +763,15 @@ def soak(args: argparse.Namespace) -> None:
                         turn = 0
                         while time.monotonic() < end:
                             stream = turn % 2 == 1
-                            data = body if not stream else body[:-1] + b',"stream":true}'
+                            headers = {"x-api-key": f"k{index % 4}"}
+                            if growing:  # a new session every time the trajectory is done
+                                data = _streamed(growing[turn % len(growing)], stream)
+                                headers["x-claude-code-session-id"] = f"soak-{index}-{turn // len(growing)}"
+                            else:
+                                data = body if not stream else body[:-1] + b',"stream":true}'
                             try:
                                 async with client.post(
-                                    url + "/v1/messages", data=data, headers={"x-api-key": f"k{index % 4}"}
+                                    url + "/v1/messages", data=data, headers=headers
                                 ) as answer:
                                     await answer.read()
                                     errors += answer.status != 200
@@ -774,10 +788,16 @@ def soak(args: argparse.Namespace) -> None:
                     await asyncio.gather(sampler(), *(worker(i) for i in range(args.clients)))
                 return done, errors, samples
 
+            began = time.monotonic()
             done, errors, samples = asyncio.run(run())
+            took = time.monotonic() - began
     warm = samples[len(samples) // 4]
     final = samples[-1]
-    print(f"{args.clients} clients, {args.seconds} s: {done} requests, {errors} errors")
+    print(
+        f"{args.clients} clients for {took:.1f} s (asked {args.seconds} s): {done} requests "
+        f"({done / took:.0f}/s), {errors} errors"
+    )
+    print(f"warm-up ends at the sample {warm[0] - samples[0][0]:.0f} s in; {len(samples)} samples")
     growth = (final[1] / warm[1] - 1) * 100
     print(f"RSS after warm-up {warm[1] / 1024:.1f} MB, at the end {final[1] / 1024:.1f} MB ({growth:+.1f} %)")
     print(f"open fds after warm-up {warm[2]}, at the end {final[2]}")
@@ -824,6 +844,11 @@ def main() -> None:
     soaking = sub.add_parser("soak")
     soaking.add_argument("--clients", type=int, default=200)
     soaking.add_argument("--seconds", type=int, default=60)
+    soaking.add_argument(
+        "--agents",
+        action="store_true",
+        help="each client replays the agents trajectory as growing requests, a new session each time",
+    )
     args = parser.parse_args()
     {"stack": stack, "overhead": overhead, "agents": agents, "soak": soak}[args.command](args)
 
