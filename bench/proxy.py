@@ -30,8 +30,9 @@ Two measurements, each against a fast local upstream in its own process:
     inside the proxy process); and ``parse + manage + write`` of the same
     requests in this process. ``--rounds`` replays it that many times per
     client, each time as new sessions (more samples for one client's p99).
-    ``--inline`` has the proxy manage on its event loop instead of its
-    manage thread (``ProxyConfig(offload=False)``).
+    ``--manage always|never`` has the proxy manage on its worker thread, or
+    on its event loop, instead of choosing by the store's waits
+    (``ProxyConfig.offload``).
     ``--profile`` writes a cProfile of the proxy process to FILE.
 
 ``python bench/proxy.py soak [--clients 200] [--seconds 60] [--agents]``
@@ -499,7 +500,7 @@ async def replay(
     return totals, firsts, errors
 
 
-def serve_timed_proxy(port: int, upstream: str, store: str, profile: str, offload: bool = True) -> None:
+def serve_timed_proxy(port: int, upstream: str, store: str, profile: str, offload: str = "auto") -> None:
     """The toolbudget proxy, timing its own part of each managed request: from reading the body to
     handing it upstream, plus what follows the upstream's answer, without the upstream's own wait.
     ``GET /_bench/times`` hands the times over (and clears them); ``GET /_bench/profile`` writes the
@@ -596,6 +597,7 @@ def agents(args: argparse.Namespace) -> None:
     )
     up_port, proxy_port = free_port(), free_port()
     own: list[tuple[float, float]] = []
+    cpu: list[float] = []
     with process(__file__, "_upstream", str(up_port)):
         wait_for(up_port)
         upstream = f"http://127.0.0.1:{up_port}"
@@ -608,8 +610,8 @@ def agents(args: argparse.Namespace) -> None:
                 upstream,
                 store,
                 args.profile or "",
-                "inline" if args.inline else "offload",
-            ),  # fmt: skip
+                args.manage,
+            ) as child,  # fmt: skip
             headroom_proxy(args.headroom, upstream) as peer,
         ):
             wait_for(proxy_port)
@@ -624,13 +626,21 @@ def agents(args: argparse.Namespace) -> None:
                     asyncio.run(replay(url, requests[:2], args.clients, stream, tag="warm-"))
                     if name == "proxy":
                         _bench_get(proxy, "/_bench/times")
+                        cpu_before = _cpu_seconds(child.pid)
                     rows[name] = asyncio.run(replay(url, requests, args.clients, stream, args.rounds))
                     if name == "proxy":
+                        cpu.append(_cpu_seconds(child.pid) - cpu_before)
                         own.extend(tuple(t) for t in orjson.loads(_bench_get(proxy, "/_bench/times")))
                 _report(rows, stream, len(requests), args.clients)
             if args.profile:
                 _bench_get(proxy, "/_bench/profile")
     mine = [total - wait for total, wait in own]
+    served = len(requests) * args.clients * args.rounds
+    print(
+        "the proxy process's CPU time per request (all its threads; steadier than wall time on a "
+        "busy machine): "
+        + ", ".join(f"{k} {t / served * 1000:.2f} ms" for k, t in zip(("whole", "stream"), cpu, strict=True))
+    )
     print(
         f"the proxy's own time per request (inside it, without the upstream's wait): "
         f"p50 {pct(mine, 0.5):.2f} ms, p99 {pct(mine, 0.99):.2f} ms"
@@ -719,6 +729,12 @@ def _report(
             if stream:
                 line += f"  ttfb growth p50 {pct(firsts, 0.5) - pct(direct[1], 0.5):+8.2f}"
         print(line + f"  errors {errors}")
+
+
+def _cpu_seconds(pid: int) -> float:
+    """The user and system CPU time a process has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _proc(pid: int) -> tuple[int, int]:
@@ -814,7 +830,7 @@ def main() -> None:
         serve_starlette_forwarder(int(sys.argv[2]), sys.argv[3])
         return
     if len(sys.argv) > 1 and sys.argv[1] == "_timed_proxy":
-        serve_timed_proxy(int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6] == "offload")
+        serve_timed_proxy(int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6])
         return
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -834,7 +850,10 @@ def main() -> None:
     )
     replaying.add_argument("--profile", help="write a cProfile of the proxy process here")
     replaying.add_argument(
-        "--inline", action="store_true", help="the proxy manages on its event loop (offload=False)"
+        "--manage",
+        choices=("auto", "always", "never"),
+        default="auto",
+        help="ProxyConfig.offload: manage off the event loop when the store is slow, always, or never",
     )
     replaying.add_argument(
         "--headroom",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 import httpx
@@ -13,10 +14,12 @@ from proxy_upstream import upstream
 from toolbudget import Session, Sessions, wire
 from toolbudget.policy import Policy
 from toolbudget.proxy import ProxyConfig
+from toolbudget.proxy.app import PROXY_KEY
 from toolbudget.proxy.config import upstreams_of
-from toolbudget.proxy.server import running
+from toolbudget.proxy.offload import SLOW_STORE
+from toolbudget.proxy.server import RunningProxy, running
 from toolbudget.proxy.tenancy import tenant_of
-from toolbudget.store import Store
+from toolbudget.store import Store, guard
 from toolbudget.store.memory import MemoryStore
 
 _HEADERS = {"content-type": "application/json", "x-api-key": "sk-one", "x-claude-code-session-id": "slow"}
@@ -136,46 +139,101 @@ class _SlowStore(Store):
         self._entries.drop(session)
 
 
-def test_the_proxy_answers_others_while_a_request_waits_for_its_store() -> None:
-    """A request whose cut is being written (the store guard waiting on its worker) leaves the
-    event loop free: a health check, or another client's bytes, are served meanwhile."""
+def _post_in_background(
+    proxy: RunningProxy, body: dict[str, Any], answers: list[httpx.Response]
+) -> threading.Thread:
+    sender = threading.Thread(
+        target=lambda: answers.append(
+            httpx.post(proxy.url + "/v1/messages", content=orjson.dumps(body), headers=_HEADERS, timeout=30)
+        )
+    )
+    sender.start()
+    return sender
+
+
+def test_once_the_store_is_slow_the_proxy_answers_others_while_a_request_waits_for_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """After a store call kept its request waiting, the next request whose cut is being written
+    (the store guard waiting on its worker) leaves the event loop free: a health check, or
+    another client's bytes, are served meanwhile."""
+    monkeypatch.setattr(guard, "_recent", [0.0])
     store = _SlowStore()
-    body = _history(1)
     with (
         upstream() as (up, url),
         Sessions(store=store, policy=Policy(store_timeout=8.0)) as pool,
         running(ProxyConfig(upstreams=upstreams_of(url)), sessions=pool) as proxy,
     ):
         answers: list[httpx.Response] = []
-        sender = threading.Thread(
-            target=lambda: answers.append(
-                httpx.post(
-                    proxy.url + "/v1/messages", content=orjson.dumps(body), headers=_HEADERS, timeout=30
-                )
-            )
-        )
-        sender.start()
+        first = _post_in_background(proxy, _history(1), answers)
+        assert store.writing.wait(10)
+        time.sleep(0.3)  # a write that takes 0.3 s: the store is slow now
+        store.release.set()
+        first.join(30)
+        assert guard.recent_wait() > SLOW_STORE
+        store.writing.clear()
+        store.release.clear()
+        second = _post_in_background(proxy, _history(2), answers)
         try:
-            assert store.writing.wait(10)  # the managed request is inside its store call now
+            assert store.writing.wait(10)  # the second request is inside its store call now
             health = httpx.get(proxy.url + "/healthz", timeout=2.0)
             assert health.status_code == 200
-            assert not store.release.is_set() and sender.is_alive()  # answered while the write waited
+            assert not store.release.is_set() and second.is_alive()  # answered while the write waited
         finally:
             store.release.set()
-            sender.join(30)
-        (answer,) = answers
-        assert answer.status_code == 200
+            second.join(30)
+        assert [answer.status_code for answer in answers] == [200, 200]
         assert b"<<tb:" in up.received[-1].body  # cut, and its original kept
+        offload = proxy.app[PROXY_KEY].offload
+        assert offload is not None and offload.offloaded >= 1  # the second was managed off the loop
 
 
-def test_requests_of_one_session_are_managed_in_the_order_they_arrived() -> None:
-    """Managed off the loop, one session's requests still go through ``manage`` in arrival order:
+def test_with_a_quick_store_the_proxy_manages_on_its_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A store that answers at once (memory, a local disk) is not worth a trip to a thread and
+    back per request: the proxy manages on its loop, with the same bytes."""
+    monkeypatch.setattr(guard, "_recent", [0.0])
+    with (
+        upstream() as (up, url),
+        Sessions(store="memory:", policy=Policy()) as pool,
+        running(ProxyConfig(upstreams=upstreams_of(url)), sessions=pool) as proxy,
+    ):
+        for turns in (1, 2):
+            answer = httpx.post(
+                proxy.url + "/v1/messages",
+                content=orjson.dumps(_history(turns)),
+                headers=_HEADERS,
+                timeout=30,
+            )
+            assert answer.status_code == 200
+        offload = proxy.app[PROXY_KEY].offload
+        assert offload is not None and offload.offloaded == 0
+        assert b"<<tb:" in up.received[-1].body
+
+
+def test_the_recent_wait_shows_a_slow_call_at_once_and_fades_with_quick_ones(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(guard, "_recent", [0.0])
+    store_guard = guard.StoreGuard("test:")
+    try:
+        store_guard.call(guard.Deadline(5.0), time.sleep, 0.05)
+        assert guard.recent_wait() > SLOW_STORE
+        for _ in range(40):
+            store_guard.call(guard.Deadline(5.0), int)
+        assert guard.recent_wait() <= SLOW_STORE
+    finally:
+        store_guard.close()
+
+
+@pytest.mark.parametrize("offload", ["auto", "always", "never"])
+def test_requests_of_one_session_are_managed_in_the_order_they_arrived(offload: str) -> None:
+    """On the loop or off it, one session's requests go through ``manage`` in arrival order:
     what the proxy sends for each is what one session sends for them in turn."""
     bodies = [_history(turns) for turns in range(1, 7)]
     with (
         upstream() as (up, url),
         Sessions(store="memory:", policy=Policy()) as pool,
-        running(ProxyConfig(upstreams=upstreams_of(url)), sessions=pool) as proxy,
+        running(ProxyConfig(upstreams=upstreams_of(url), offload=offload), sessions=pool) as proxy,
     ):
         for data in bodies:
             answer = httpx.post(

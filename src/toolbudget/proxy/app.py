@@ -90,8 +90,8 @@ class Proxy:
         self._own_sessions = sessions is None
         self.metrics = Metrics()
         self.client: ClientSession | None = None
-        # Managing off the loop: a store call's wait stalls no other client (see .offload).
-        self.offload = Offload() if config.offload else None
+        # Managing off the loop when the store is slow: its waits stall no other client (see .offload).
+        self.offload = None if config.offload == "never" else Offload(always=config.offload == "always")
 
     async def start(self, _app: web.Application) -> AsyncIterator[None]:
         timeout = ClientTimeout(

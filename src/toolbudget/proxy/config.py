@@ -13,7 +13,10 @@ from urllib.parse import urlsplit
 from ..errors import InputError
 from ..policy import Policy
 
-__all__ = ["DEFAULT_UPSTREAMS", "FAMILIES", "ProxyConfig", "policy_from_file", "upstreams_of"]
+__all__ = ["DEFAULT_UPSTREAMS", "FAMILIES", "OFFLOADS", "ProxyConfig", "policy_from_file", "upstreams_of"]
+
+OFFLOADS = ("auto", "always", "never")
+"""Where a proxy may manage its bodies (:attr:`ProxyConfig.offload`)."""
 
 FAMILIES = ("anthropic", "openai", "gemini")
 """The upstreams a proxy knows: one per provider, each serving its own APIs."""
@@ -74,11 +77,11 @@ class ProxyConfig:
     store's TTL). ``report_headers`` adds ``x-toolbudget-*`` headers to the
     answers (off: some clients are strict about headers). ``read_timeout`` is
     the longest wait for the upstream's next byte: at least as long as the
-    clients' own (Claude Code waits up to 600 s). ``offload`` manages each
-    body on a thread beside the event loop (:mod:`toolbudget.proxy.offload`),
-    so a store that takes its time holds up only the request that writes to
-    it; ``False`` manages on the loop itself, a trip to a thread cheaper per
-    request, for a store that is in memory.
+    clients' own (Claude Code waits up to 600 s). ``offload`` says where a
+    body is managed (:mod:`toolbudget.proxy.offload`): ``auto`` on the event
+    loop while the store answers quickly and on a thread beside it once the
+    store is slow, so a store that takes its time holds up only the request
+    that writes to it; ``always`` on that thread; ``never`` on the loop.
     """
 
     upstreams: Mapping[str, str] = field(default_factory=lambda: dict(DEFAULT_UPSTREAMS))
@@ -90,7 +93,7 @@ class ProxyConfig:
     max_body_bytes: int = 512 * 1024 * 1024
     max_sessions: int = 1024
     idle_seconds: float = 3600.0
-    offload: bool = True
+    offload: str = "auto"
 
     def upstream(self, family: str) -> str:
         """The upstream of ``family``: the one given, else its public endpoint (a config made
@@ -103,6 +106,8 @@ class ProxyConfig:
             raise InputError(f"no upstream for {', '.join(missing)}")
         if not self.read_timeout > 0 or not self.connect_timeout > 0:
             raise InputError("the proxy's timeouts must be positive numbers of seconds")
+        if self.offload not in OFFLOADS:
+            raise InputError(f"offload is one of {', '.join(OFFLOADS)}, not {self.offload!r}")
 
 
 def policy_from_file(config: str | None) -> Policy:

@@ -12,6 +12,12 @@ returned and a cool-down has passed; then one call probes the store again.
 
 The worker is a daemon thread: a call stuck for ever never keeps the process
 from exiting, and never blocks a caller past its deadline.
+
+How long the calls have lately kept their callers waiting is kept for the
+whole process (:func:`recent_wait`): a caller on an event loop (the proxy)
+reads it to decide whether to manage on the loop, where a wait stalls every
+client, or on a thread of its own, which costs each request a trip there and
+back.
 """
 
 from __future__ import annotations
@@ -26,10 +32,28 @@ from typing import Any, TypeVar
 
 from ..errors import StoreError
 
-__all__ = ["Deadline", "StoreGuard"]
+__all__ = ["Deadline", "StoreGuard", "recent_wait"]
 
 COOL_DOWN = 5.0
 """Seconds a store that missed a deadline is skipped before it is asked again."""
+
+_WEIGHT = 0.2
+"""The weight of the newest wait in :func:`recent_wait`: a slow call shows at once, and about
+twenty fast ones in a row wear a one-second miss below a millisecond."""
+
+_recent = [0.0]
+
+
+def recent_wait() -> float:
+    """Seconds store calls have lately kept their callers waiting, over every guard of the process
+    (a moving average, weighted to the newest); 0.0 before any call."""
+    return _recent[0]
+
+
+def _note_wait(seconds: float) -> None:
+    # Two threads noting at once may lose one of the two: it is a hint, never a count.
+    _recent[0] += (seconds - _recent[0]) * _WEIGHT
+
 
 T = TypeVar("T")
 
@@ -135,7 +159,9 @@ class StoreGuard:
                 worker.stop()
             raise StoreError(f"the store {self.url} did not answer within {max(left, 0):.2f} s") from None
         finally:
-            deadline.spend(time.monotonic() - started)
+            waited = time.monotonic() - started
+            deadline.spend(waited)
+            _note_wait(waited)
 
     def close(self) -> None:
         with self._lock:
