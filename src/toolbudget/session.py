@@ -33,7 +33,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from . import wire
-from .budget import Archive, Budgeted, Cut, Unreachable, cut_fresh, enforce, extend
+from .budget import CUT_PREFIX, Archive, Budgeted, Cut, Unreachable, cut_fresh, enforce, extend
 from .compaction import Schedule
 from .errors import InputError, NotFoundError, StoreConfigError, StoreError, ToolbudgetError
 from .incremental import (
@@ -289,6 +289,15 @@ class _SessionArchive(Archive):
         if self.pending is not None:
             self.pending[key] = text
 
+    def record(self, key: str, text: str) -> None:
+        if self.pending is not None:
+            self.pending[key] = text
+            return
+        # Outside a request's batch (recovery), like ``keep``: kept now, within the request's time.
+        session = self.session
+        with contextlib.suppress(StoreError):
+            session._store_call(session.store.put, session.id, key, text.encode("utf-8", "surrogatepass"))
+
     def collect(self) -> None:
         self.pending = {}
         self.lost = frozenset()
@@ -314,7 +323,8 @@ class _SessionArchive(Archive):
         if error is not None:
             session._store_failed(error)
         session._keys_this_call.extend(key for key in sorted(absent) if key not in failed)
-        return frozenset(failed)
+        # A record not kept costs no cut (the next request keeps it again); an original does.
+        return frozenset(key for key in failed if not pending[key].startswith(CUT_PREFIX))
 
     def original(self, key: str) -> str | None:
         session = self.session
