@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 import pytest
 
-from toolbudget import MARKER_RE, Session
+from toolbudget import MARKER_RE, Policy, Session
 from toolbudget.budget import record_key
 from toolbudget.store import SqliteStore, open_store
 
@@ -142,6 +142,25 @@ def test_stats_tells_each_tool_its_cuts_and_characters(tmp_path: Path) -> None:
     assert two_tools(url, "tools") == expected
     with open_store(url) as store:
         assert orjson.loads(RecallServer(store).stats("tools")) == expected
+
+
+def test_folded_turns_are_counted_apart_from_any_tool(tmp_path: Path) -> None:
+    url = f"dir:{tmp_path / 'store'}"
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "fix the bug"}]
+    for n in range(40):
+        call = {"type": "tool_use", "id": f"toolu_{n}", "name": "Bash", "input": {"command": f"c{n}"}}
+        messages.append({"role": "assistant", "content": [{"type": "text", "text": f"step {n}"}, call]})
+        result = {"type": "tool_result", "tool_use_id": f"toolu_{n}", "content": build_log(300 + n)}
+        messages.append({"role": "user", "content": [result]})
+    body = {"model": "m", "max_tokens": 100, "messages": messages}
+    with Session("folds", store=url, policy=Policy(context_window_tokens=8_000)) as session:
+        managed = session.manage(body, "anthropic")
+    fold = next(c for c in managed.report.cuts if c.reason == "compaction_fold")
+    with open_store(url) as store:
+        stats = orjson.loads(RecallServer(store).stats("folds"))
+    assert stats["tools"]["(folded turns)"] == {"entries": 1, "chars": fold.before}
+    assert set(stats["tools"]) == {"(folded turns)", "Bash"}
+    assert stats["entries"] == 1 + stats["tools"]["Bash"]["entries"]
 
 
 def test_a_cut_without_its_record_is_of_an_unknown_tool(tmp_path: Path) -> None:
