@@ -7,6 +7,7 @@ streamable HTTP, against archives a real session wrote to a real store.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import subprocess
 import sys
@@ -179,6 +180,19 @@ def test_a_cut_without_its_record_is_of_an_unknown_tool(tmp_path: Path) -> None:
         stats = orjson.loads(RecallServer(store).stats("old"))
     assert stats["entries"] == 2 and stats["chars"] == len(log) + len(other)
     assert stats["tools"] == {"(unknown)": {"entries": 2, "chars": len(log) + len(other)}}
+
+
+def test_any_tool_name_is_told_even_one_no_utf_8_can_hold(tmp_path: Path) -> None:
+    url = f"sqlite:{tmp_path / 'a.db'}"
+    log = build_log(3000)
+    names = ["ツール", "odd\ud800name"]
+    with Session("names", store=url) as session:
+        for name in names:
+            session.cut_result(name, log + name)
+    with open_store(url) as store:
+        told = json.loads(call(build_server(RecallServer(store)), "stats", {"session": "names"}))
+    assert sorted(told["tools"]) == sorted(names)
+    assert [told["tools"][n]["chars"] for n in names] == [len(log + n) for n in names]
 
 
 def test_a_record_is_never_recalled_as_an_original(tmp_path: Path) -> None:

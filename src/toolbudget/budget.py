@@ -26,6 +26,8 @@ import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
+import orjson
+
 from .compaction import (
     LEVEL_FOLDED,
     LEVEL_PREVIEW,
@@ -396,8 +398,11 @@ def cut_record(key: str, tool: str | None, chars: int, kind: str) -> str:
     turns) or its tool is unknown. It starts with a NUL, as no recall of an
     original ever answers with it.
     """
-    fields = {"key": key, "tool": tool, "chars": chars, "kind": kind}
-    return CUT_PREFIX + json.dumps(fields, sort_keys=True, separators=(",", ":"))
+    fields = {"chars": chars, "key": key, "kind": kind, "tool": tool}
+    try:
+        return CUT_PREFIX + orjson.dumps(fields).decode()
+    except TypeError:  # a name with a lone surrogate, which orjson refuses and json escapes
+        return CUT_PREFIX + json.dumps(fields, separators=(",", ":"))
 
 
 def record_key(archive: Archive, key: str) -> str:

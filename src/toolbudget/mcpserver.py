@@ -140,7 +140,10 @@ class RecallServer:
             "chars": sum(originals.values()),
             "tools": dict(sorted(tools.items())),
         }
-        return orjson.dumps(answer).decode()
+        try:
+            return orjson.dumps(answer).decode()
+        except TypeError:  # a tool name with a lone surrogate: escaped, as orjson will not
+            return json.dumps(answer, separators=(",", ":"))
 
 
 def _cut_of(data: bytes) -> tuple[str, str] | None:
