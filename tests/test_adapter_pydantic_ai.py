@@ -236,3 +236,47 @@ def test_a_pool_gives_each_conversation_its_session() -> None:
         assert run(agent, "Why do the parser tests fail?", conversation_id="conv-7").output == FINAL
         searches = tool_texts(script.seen[-1], TOOL)
         assert pool.get("conv-7").original(marker_keys(searches[:1])[0]) == search_output("q0")
+
+
+def test_a_changed_message_keeps_what_pydantic_ai_knows_of_it() -> None:
+    """Folded turns leave their marker in the first kept response, and a call interrupted before
+    its result gets one: the response is still the given one (model name, timestamp, provider
+    details), with the marker; the result names its tool."""
+    history: list[ModelMessage] = [ModelRequest(parts=[UserPromptPart("fix the bug")])]
+    for i in range(40):
+        call = ToolCallPart(TOOL, {"query": f"q{i}"}, f"c{i}")
+        history.append(ModelResponse(parts=[TextPart(f"step {i}"), call], model_name="m-1"))
+        history.append(ModelRequest(parts=[ToolReturnPart(TOOL, search_output(f"q{i}")[:12_000], f"c{i}")]))
+    history.append(ModelResponse(parts=[ToolCallPart(TOOL, {"query": "late"}, "late")], model_name="m-1"))
+    history.append(ModelRequest(parts=[UserPromptPart("go on")]))
+    seen: list[list[ModelMessage]] = []
+
+    def answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        seen.append(list(messages))
+        return ModelResponse(parts=[TextPart("ok")])
+
+    with Session("pai-fold", store="memory:", policy=Policy(context_window_tokens=8_000)) as chosen:
+        agent = agent_with(FunctionModel(answer), Toolbudget(chosen))
+        assert run(agent, "and now?", message_history=history).output == "ok"
+    (shown,) = seen
+    assert validate({"messages": _wire(shown)[0]}, api="openai-chat") == []
+    folded = [m for m in shown if isinstance(m, ModelResponse) and MARKER_RE.search(m.text or "")]
+    assert len(folded) == 1 and len(shown) < len(history)
+    (head,) = folded
+    given = next(
+        m
+        for m in history
+        if isinstance(m, ModelResponse) and any(p in m.parts for p in head.parts if isinstance(p, TextPart))
+    )
+    assert head is not given and head.model_name == "m-1" and head.timestamp == given.timestamp
+    assert [p.tool_call_id for p in head.parts if isinstance(p, ToolCallPart)] == [
+        p.tool_call_id for p in given.parts if isinstance(p, ToolCallPart)
+    ]
+    synthesized = [
+        part
+        for m in shown
+        if isinstance(m, ModelRequest)
+        for part in m.parts
+        if isinstance(part, ToolReturnPart) and part.tool_call_id == "late"
+    ]
+    assert [part.tool_name for part in synthesized] == [TOOL]

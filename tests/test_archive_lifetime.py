@@ -231,22 +231,23 @@ class Counting(MemoryStore):
 
 
 def test_each_request_checks_its_keys_in_one_call_and_keeps_again_what_was_lost() -> None:
-    # Each cut keeps two entries: the original, and the record that its text was sent as a cut.
+    # Each cut keeps three entries: the original, the record that its text was sent as a cut,
+    # and the record of what it was a cut of (its tool, for ``stats``), all in the one batch.
     store = Counting()
     texts = outputs(6)
     with Session("check", store=store, policy=POLICY) as session:
         session.manage(history(texts[:3]), "anthropic")
-        assert store.calls == ["missing"] + ["put"] * 6
+        assert store.calls == ["missing"] + ["put"] * 9
         store.calls.clear()
         store.drop("check")  # lost behind the session's back
         managed = session.manage(history(texts[:4]), "anthropic")
         assert store.calls.count("missing") == 1 and "get" not in store.calls
-        assert store.calls.count("put") == 8 and len(managed.report.keys_written) == 4
+        assert store.calls.count("put") == 12 and len(managed.report.keys_written) == 4
         assert_every_marker_recallable(session, managed.body, texts)
         store.calls.clear()
         session.manage(history(texts[:5]), "anthropic")
         # One check, the new entries, and a look at the rest after the writes (a store may evict).
-        assert store.calls == ["missing", "put", "put", "missing"]
+        assert store.calls == ["missing", "put", "put", "put", "missing"]
 
 
 def test_a_lost_key_that_cannot_be_kept_again_is_marked_lost() -> None:

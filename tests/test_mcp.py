@@ -7,6 +7,7 @@ streamable HTTP, against archives a real session wrote to a real store.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import subprocess
 import sys
@@ -14,10 +15,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 
-from toolbudget import MARKER_RE, Session
-from toolbudget.store import open_store
+from toolbudget import MARKER_RE, Policy, Session
+from toolbudget.budget import record_key
+from toolbudget.store import SqliteStore, open_store
 
 mcp = pytest.importorskip("mcp")
 from mcp import Client, StdioServerParameters  # noqa: E402
@@ -39,6 +42,41 @@ def cut(session: Session, text: str) -> str:
     found = re.search(MARKER_RE, shown)
     assert found is not None and found.group("key")
     return found.group("key")
+
+
+def search_output(n: int) -> str:
+    return "".join(f"src/mod_{i}.py:{i}: match {i}\n" for i in range(n))
+
+
+def two_tools(url: str, name: str) -> dict[str, Any]:
+    """Cut, through ``manage``, two Bash outputs and one search_logs output of an Anthropic history.
+
+    Anthropic's results carry no tool name: each is named by the call it answers. Returns
+    what ``stats`` must say of the session.
+    """
+    bash = [build_log(3000), build_log(3500)]
+    search = search_output(4000)
+    outputs = [("Bash", bash[0]), ("search_logs", search), ("Bash", bash[1])]
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "why does the build fail?"}]
+    for n, (tool, text) in enumerate(outputs):
+        call = {"type": "tool_use", "id": f"toolu_{n}", "name": tool, "input": {"q": str(n)}}
+        messages.append({"role": "assistant", "content": [call]})
+        result = {"type": "tool_result", "tool_use_id": f"toolu_{n}", "content": text}
+        messages.append({"role": "user", "content": [result]})
+    body = {"model": "claude-sonnet-4-5", "max_tokens": 100, "messages": messages}
+    with Session(name, store=url) as session:
+        managed = session.manage(body, "anthropic")
+        assert {cut.tool for cut in managed.report.cuts} == {"Bash", "search_logs"}
+        assert len(managed.report.cuts) == 3
+    return {
+        "session": name,
+        "entries": 3,
+        "chars": sum(map(len, bash)) + len(search),
+        "tools": {
+            "Bash": {"entries": 2, "chars": sum(map(len, bash))},
+            "search_logs": {"entries": 1, "chars": len(search)},
+        },
+    }
 
 
 def text_of(result: Any) -> str:
@@ -95,6 +133,115 @@ def test_recall_answers_a_key_without_its_session_as_the_session_would(tmp_path:
     assert '"entries":1' in stats and f'"chars":{len(log)}' in stats
 
 
+def test_stats_tells_each_tool_its_cuts_and_characters(tmp_path: Path) -> None:
+    url = f"dir:{tmp_path / 'store'}"
+    expected = two_tools(url, "tools")
+    with open_store(url) as store:
+        server = build_server(RecallServer(store))
+        assert orjson.loads(call(server, "stats", {"session": "tools"})) == expected
+    # Managed again (a resent history, another process): the same records, nothing counted twice.
+    assert two_tools(url, "tools") == expected
+    with open_store(url) as store:
+        assert orjson.loads(RecallServer(store).stats("tools")) == expected
+
+
+def test_folded_turns_are_counted_apart_from_any_tool(tmp_path: Path) -> None:
+    url = f"dir:{tmp_path / 'store'}"
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "fix the bug"}]
+    for n in range(40):
+        call = {"type": "tool_use", "id": f"toolu_{n}", "name": "Bash", "input": {"command": f"c{n}"}}
+        messages.append({"role": "assistant", "content": [{"type": "text", "text": f"step {n}"}, call]})
+        result = {"type": "tool_result", "tool_use_id": f"toolu_{n}", "content": build_log(300 + n)}
+        messages.append({"role": "user", "content": [result]})
+    body = {"model": "m", "max_tokens": 100, "messages": messages}
+    with Session("folds", store=url, policy=Policy(context_window_tokens=8_000)) as session:
+        managed = session.manage(body, "anthropic")
+    fold = next(c for c in managed.report.cuts if c.reason == "compaction_fold")
+    with open_store(url) as store:
+        stats = orjson.loads(RecallServer(store).stats("folds"))
+    assert stats["tools"]["(folded turns)"] == {"entries": 1, "chars": fold.before}
+    assert set(stats["tools"]) == {"(folded turns)", "Bash"}
+    assert stats["entries"] == 1 + stats["tools"]["Bash"]["entries"]
+
+
+def test_a_cut_without_its_record_is_of_an_unknown_tool(tmp_path: Path) -> None:
+    # As a cut archived before records were kept: its original, without the record beside it.
+    url = f"dir:{tmp_path / 'store'}"
+    log, other = build_log(3000), build_log(3300)
+    with Session("old", store=url) as session:
+        key = cut(session, log)
+        named = session.cut_result(None, other)  # a shell that does not know the tool
+        assert MARKER_RE.search(named)
+        record = record_key(session.archive, key)
+        path = session.store.path("old", record)
+    assert path is not None
+    os.remove(path)
+    with open_store(url) as store:
+        stats = orjson.loads(RecallServer(store).stats("old"))
+    assert stats["entries"] == 2 and stats["chars"] == len(log) + len(other)
+    assert stats["tools"] == {"(unknown)": {"entries": 2, "chars": len(log) + len(other)}}
+
+
+def test_any_tool_name_is_told_even_one_no_utf_8_can_hold(tmp_path: Path) -> None:
+    url = f"sqlite:{tmp_path / 'a.db'}"
+    log = build_log(3000)
+    names = ["ツール", "odd\ud800name"]
+    with Session("names", store=url) as session:
+        for name in names:
+            session.cut_result(name, log + name)
+    with open_store(url) as store:
+        told = json.loads(call(build_server(RecallServer(store)), "stats", {"session": "names"}))
+    assert sorted(told["tools"]) == sorted(names)
+    assert [told["tools"][n]["chars"] for n in names] == [len(log + n) for n in names]
+
+
+def test_a_record_is_never_recalled_as_an_original(tmp_path: Path) -> None:
+    url = f"sqlite:{tmp_path / 'a.db'}"
+    with Session("rec", store=url) as session:
+        key = cut(session, build_log(3000))
+        record = record_key(session.archive, key)
+        assert session.store.get("rec", record) is not None  # it is there, beside the original
+        assert "not found" in session.handle_recall({"key": record})
+        expected = session.handle_recall({"key": key})
+    with open_store(url) as store:
+        server = build_server(RecallServer(store))
+        assert "not found" in call(server, "recall", {"key": record})
+        assert call(server, "recall", {"key": key}) == expected
+        one = build_server(RecallServer(store, session="rec"))
+        assert "not found" in call(one, "recall", {"key": record})
+
+
+def test_records_expire_and_are_cleaned_with_their_originals(tmp_path: Path) -> None:
+    class Clock:
+        now = 1_000_000.0
+
+        def __call__(self) -> float:
+            return self.now
+
+    clock = Clock()
+    store = SqliteStore(tmp_path / "a.db", ttl=100, clock=clock)
+    log = build_log(3000)
+    with Session("ttl", store=store) as session:
+        key = cut(session, log)
+        clock.now += 90
+        cut(session, log)  # the original named again: so is its record
+        clock.now += 90  # past the first write's TTL, not the second's
+        assert orjson.loads(RecallServer(store).stats("ttl"))["tools"] == {
+            "Bash": {"entries": 1, "chars": len(log)}
+        }
+        assert record_key(session.archive, key) in store.keys("ttl")
+        clock.now += 101  # nobody named them for a whole TTL: all of it is gone
+        assert store.keys("ttl") == []
+    with Session("cleaned", store=f"dir:{tmp_path / 'dir'}") as session:
+        cut(session, log)
+    command = toolbudget_command("clean", "--session", "cleaned", "--store", f"dir:{tmp_path / 'dir'}")
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    with open_store(f"dir:{tmp_path / 'dir'}") as opened:
+        assert opened.keys("cleaned") == []
+    store.close()
+
+
 def test_a_tenant_or_a_session_reaches_only_its_own_entries(tmp_path: Path) -> None:
     url = f"dir:{tmp_path / 'store'}"
     with Session(f"{TENANT_A}-chat", store=url) as a, Session(f"{TENANT_B}-chat", store=url) as b:
@@ -118,15 +265,19 @@ def test_over_stdio_as_a_coding_agent_starts_it(tmp_path: Path) -> None:
     with Session("stdio", store=url) as session:
         key = cut(session, build_log(3000))
         expected = session.handle_recall({"key": key})
+    stats = two_tools(url, "stdio-tools")
 
-    async def go() -> str:
+    async def go() -> tuple[str, str]:
         params = StdioServerParameters(
             command=sys.executable, args=["-m", "toolbudget", "mcp", "--store", url], env=dict(os.environ)
         )
         async with Client(params) as client:
-            return text_of(await client.call_tool("recall", {"key": key}))
+            recalled = text_of(await client.call_tool("recall", {"key": key}))
+            return recalled, text_of(await client.call_tool("stats", {"session": "stdio-tools"}))
 
-    assert asyncio.run(go()) == expected
+    recalled, told = asyncio.run(go())
+    assert recalled == expected
+    assert orjson.loads(told) == stats
 
 
 def free_port() -> int:
@@ -143,23 +294,28 @@ def test_over_streamable_http(tmp_path: Path) -> None:
     with Session("http", store=url) as session:
         key = cut(session, build_log(3000))
         expected = session.handle_recall({"key": key, "lines": "5:9"})
+    stats = two_tools(url, "http-tools")
     port = free_port()
     command = toolbudget_command("mcp", "--store", url, "--transport", "streamable-http", "--port", str(port))
     server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
 
-        async def go() -> str:
+        async def go() -> tuple[str, str]:
             deadline = time.monotonic() + 30
             while True:
                 try:
                     async with Client(f"http://127.0.0.1:{port}/mcp") as client:
-                        return text_of(await client.call_tool("recall", {"key": key, "lines": "5:9"}))
+                        recalled = text_of(await client.call_tool("recall", {"key": key, "lines": "5:9"}))
+                        told = text_of(await client.call_tool("stats", {"session": "http-tools"}))
+                        return recalled, told
                 except Exception:
                     if time.monotonic() > deadline or server.poll() is not None:
                         raise
                     await asyncio.sleep(0.3)
 
-        assert asyncio.run(go()) == expected
+        recalled, told = asyncio.run(go())
+        assert recalled == expected
+        assert orjson.loads(told) == stats
     finally:
         server.terminate()
         server.wait(timeout=10)

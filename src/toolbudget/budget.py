@@ -21,9 +21,12 @@ marker says plainly that the rest is lost, and the failure is reported.
 
 from __future__ import annotations
 
+import json
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+
+import orjson
 
 from .compaction import (
     LEVEL_FOLDED,
@@ -55,6 +58,7 @@ __all__ = [
     "Trail",
     "Unreachable",
     "cut_fresh",
+    "cut_record",
     "enforce",
     "extend",
     "message_chars",
@@ -87,6 +91,14 @@ class Archive:
 
         :class:`StoreError` when it can no longer be counted on; an archive that
         checks its keys before each request notes it here.
+        """
+
+    def record(self, key: str, text: str) -> None:
+        """Keep ``text``, a record about an original (see :func:`cut_record`), under ``key``.
+
+        Kept with the originals of the same request, in their round trip, and
+        named again whenever they are, so it lives and expires with its
+        original. Never raises: a record lost costs ``stats`` a tool name, never a cut.
         """
 
     memo: dict[tuple[str, int, bool, bool, bool, str | None], Preview]
@@ -172,7 +184,8 @@ class Budgeted:
     event: bool = False
     """A compaction event fired at this request (the compacted form changed)."""
     form_keys: frozenset[str] = frozenset()
-    """Keys written to remember which texts were sent as cuts (not originals of cuts)."""
+    """Keys of the session's own records (which texts were sent as cuts, what each cut was of):
+    not originals of cuts."""
     trail: Trail | None = None
     """What the next request, when it only appends to this one, may resume from (see :func:`extend`)."""
 
@@ -369,6 +382,34 @@ def recall_route(request: Request) -> str | None:
 
 _PLAIN_LIMIT = 100_000
 
+CUT_PREFIX = "\x00toolbudget: cut of\x00"
+"""What the record of a cut is archived under, prefixed: which original it is about, the tool
+it came from, the original's characters and the kind of the cut (see :func:`cut_record`)."""
+
+
+def cut_record(key: str, tool: str | None, chars: int, kind: str) -> str:
+    """The record of one cut: what ``toolbudget mcp``'s ``stats`` tells per tool.
+
+    It is about the original under ``key``, and it is kept under a key made
+    of that key alone (:func:`record_key`), so it is the same entry whichever
+    request, process or replica of the session cut the original first; the
+    store never replaces an entry, so the first cut's tool and kind stand.
+    ``tool`` is ``None`` when the cut is not of one tool's result (folded
+    turns) or its tool is unknown. It starts with a NUL, as no recall of an
+    original ever answers with it.
+    """
+    fields = {"chars": chars, "key": key, "kind": kind, "tool": tool}
+    try:
+        return CUT_PREFIX + orjson.dumps(fields).decode()
+    except TypeError:  # a name with a lone surrogate, which orjson refuses and json escapes
+        return CUT_PREFIX + json.dumps(fields, separators=(",", ":"))
+
+
+def record_key(archive: Archive, key: str) -> str:
+    """The key the record of the cut whose original is under ``key`` is kept under."""
+    return archive.key_for(CUT_PREFIX + key)
+
+
 FORM_PREFIX = "\x00toolbudget: sent as a cut\x00"
 """What a cut text is archived under, prefixed, to say it was sent as a cut: a session started
 again reads it back as that cut, never a text that merely quotes a marker."""
@@ -484,6 +525,7 @@ class _Cutter:
     def _set(self, slot: _Slot, text: str, kind: str, key: str | None, reason: str) -> None:
         slot.current = text
         if key is not None and self.archive is not None:
+            self._record(key, slot.tool, len(slot.original), kind)
             if text not in self.archive.forms:
                 self.archive.forms.add(text)
                 if self.known is not None:
@@ -494,6 +536,15 @@ class _Cutter:
         slot.cut = Cut(
             slot.msg, slot.result.call_id, slot.tool, kind, len(slot.original), len(text), key, reason
         )
+
+    def _record(self, key: str, tool: str | None, chars: int, kind: str) -> None:
+        """Note the cut's record beside its original, in the same batch (see :func:`cut_record`)."""
+        assert self.archive is not None
+        named = record_key(self.archive, key)
+        if named in self.form_keys:
+            return  # noted already in this request: its first cut stands
+        self.archive.record(named, cut_record(key, tool, chars, kind))
+        self.form_keys.add(named)  # a record, not an original: not among the keys written
 
     def _remember_form(self, text: str) -> None:
         """Archive that ``text`` was sent as a cut, so a restarted session reads it back as one."""
@@ -901,9 +952,11 @@ def _fold(
         size = len(text)
         if memo is not None:
             memo[memo_key] = (span[0], span[-1], marker, key, size)
-    if key is not None and cutter.archive is not None and marker not in cutter.archive.forms:
-        cutter.archive.forms.add(marker)
-        cutter._remember_form(marker)
+    if key is not None and cutter.archive is not None:
+        cutter._record(key, None, size, "turns")
+        if marker not in cutter.archive.forms:
+            cutter.archive.forms.add(marker)
+            cutter._remember_form(marker)
     messages = list(rebuilt.messages)
     if request.api == "openai-responses":
         out = [*messages[:first], Message("assistant", (Text(marker),)), *messages[last:]]

@@ -11,7 +11,12 @@ break the provider's prompt cache.
 
 - ``recall(key, lines, grep, chars)``: a page of an archived original, with
   the same grammar, pages and cap as :meth:`toolbudget.Session.handle_recall`.
-- ``stats(session)``: what a session's archive holds (entries and characters).
+- ``stats(session)``: what a session's archive holds: its cut originals and
+  their characters, in all and per tool. Each cut's record (kept beside its
+  original, see :func:`toolbudget.budget.cut_record`) says the tool it came
+  from; an original without one (archived before records were kept, or its
+  record lost) is counted under ``(unknown)``, and folded turns, which are no
+  one tool's, under ``(folded turns)``.
 
 Which entries a key reaches (the security property, stated in the README): a
 key is a hash of the archived text keyed by the id of the session that cut
@@ -26,12 +31,13 @@ never existed.
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any
 
 import orjson
 from pydantic import Field
 
-from .budget import FORM_PREFIX
+from .budget import CUT_PREFIX, FORM_PREFIX
 from .errors import InputError, NotFoundError
 from .policy import Policy
 from .recall import RECALL_DESCRIPTION, RECALL_PARAMETERS, answer, valid_key
@@ -54,6 +60,16 @@ Key = Annotated[str, Field(description=_said("key"))]
 Lines = Annotated[str | None, Field(description=_said("lines"))]
 Grep = Annotated[str | None, Field(description=_said("grep"))]
 Chars = Annotated[str | None, Field(description=_said("chars"))]
+
+UNKNOWN_TOOL = "(unknown)"
+"""Where ``stats`` counts an original whose cut has no record of its tool."""
+FOLDED_TURNS = "(folded turns)"
+"""Where ``stats`` counts the archived text of turns compaction folded away."""
+
+_RECORDS = (FORM_PREFIX.encode(), CUT_PREFIX.encode())
+"""How the session's own records begin: never an original, never answered as one."""
+_BATCH = 64
+"""Entries ``stats`` reads in one round trip: few trips, and never the whole archive in memory."""
 
 
 class RecallServer:
@@ -85,7 +101,7 @@ class RecallServer:
             data = self.store.get(self.session, key)
         else:
             data = self.store.find(key, "" if self.tenant is None else f"{self.tenant}-")
-        if data is None:
+        if data is None or data.startswith(_RECORDS):
             raise NotFoundError(f"not found: no archived output has key {key}")
         return data.decode("utf-8", "surrogatepass")
 
@@ -93,7 +109,7 @@ class RecallServer:
         return answer(arguments, self.original, self.policy.recall_max_chars)
 
     def stats(self, session: str | None) -> str:
-        """A session's archive, as one JSON line: entries and characters."""
+        """A session's archive, as one JSON line: its cut originals and characters, in all and per tool."""
         if self.session is not None:
             if session is not None and self._in_tenant(session) != self.session:
                 raise InputError(f"this server answers only for session {self.session}")
@@ -102,15 +118,46 @@ class RecallServer:
             raise InputError("stats needs a session id (this server was started without --session)")
         else:
             name = self._in_tenant(session)
-        entries = chars = 0
-        form = FORM_PREFIX.encode()
-        for key in self.store.keys(name):
-            data = self.store.get(name, key)
-            if data is None or data.startswith(form):
-                continue  # gone since listed, or the session's own record of what it sent
-            entries += 1
-            chars += len(data.decode("utf-8", "surrogatepass"))
-        return orjson.dumps({"session": name, "entries": entries, "chars": chars}).decode()
+        originals: dict[str, int] = {}
+        made: dict[str, str] = {}  # an original's key: where its record counts it
+        keys = self.store.keys(name)
+        for start in range(0, len(keys), _BATCH):
+            for key, data in self.store.get_many(name, keys[start : start + _BATCH]).items():
+                if data.startswith(_RECORDS[1]):
+                    about = _cut_of(data)
+                    if about is not None:
+                        made[about[0]] = about[1]
+                elif not data.startswith(_RECORDS[0]):  # not the record that a text was sent as a cut
+                    originals[key] = len(data.decode("utf-8", "surrogatepass"))
+        tools: dict[str, dict[str, int]] = {}
+        for key, chars in originals.items():
+            tally = tools.setdefault(made.get(key, UNKNOWN_TOOL), {"entries": 0, "chars": 0})
+            tally["entries"] += 1
+            tally["chars"] += chars
+        answer = {
+            "session": name,
+            "entries": len(originals),
+            "chars": sum(originals.values()),
+            "tools": dict(sorted(tools.items())),
+        }
+        try:
+            return orjson.dumps(answer).decode()
+        except TypeError:  # a tool name with a lone surrogate: escaped, as orjson will not
+            return json.dumps(answer, separators=(",", ":"))
+
+
+def _cut_of(data: bytes) -> tuple[str, str] | None:
+    """The original a cut's record is about, and the name ``stats`` counts it under (``None``: unreadable)."""
+    try:
+        fields = json.loads(data[len(_RECORDS[1]) :].decode("utf-8", "surrogatepass"))
+    except ValueError:
+        return None
+    if not isinstance(fields, dict) or not isinstance(fields.get("key"), str):
+        return None
+    tool = fields.get("tool")
+    if isinstance(tool, str) and tool:
+        return fields["key"], tool
+    return fields["key"], FOLDED_TURNS if fields.get("kind") == "turns" else UNKNOWN_TOOL
 
 
 def build_server(answers: RecallServer) -> Any:
@@ -133,7 +180,10 @@ def build_server(answers: RecallServer) -> Any:
 
     @server.tool(
         name="stats",
-        description="What toolbudget archived for a session: the number of cut outputs and their characters.",
+        description=(
+            "What toolbudget archived for a session: the number of cut outputs and their characters, "
+            "in all and per tool."
+        ),
         annotations=read_only,
     )
     def stats(session: str | None = None) -> str:

@@ -29,11 +29,11 @@ import logging
 import threading
 import weakref
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from . import wire
-from .budget import Archive, Budgeted, Cut, Unreachable, cut_fresh, enforce, extend
+from .budget import CUT_PREFIX, Archive, Budgeted, Cut, Unreachable, cut_fresh, enforce, extend
 from .compaction import Schedule
 from .errors import InputError, NotFoundError, StoreConfigError, StoreError, ToolbudgetError
 from .incremental import (
@@ -51,7 +51,7 @@ from .marker import is_recall_tool
 from .measure import message_chars, request_chars, request_texts, tokens_of
 from .model import Request, Text, ToolCall, set_origin
 from .models import context_window
-from .pairing import Repair, appends_validly, call_ids, repair_checked
+from .pairing import Repair, appends_validly, call_ids, repair_traced
 from .policy import Policy
 from .previews import Preview
 from .recall import answer as answer_recall
@@ -140,6 +140,48 @@ class Report:
 
 
 @dataclass(frozen=True, slots=True)
+class _Trace:
+    """What ``origins`` is worked out from, kept as the pipeline left it so only a caller that asks pays.
+
+    The repair says where each repaired message came from; the budget then
+    keeps every message in its place, except a fold, which takes the oldest
+    turns out from the first assistant message on (on Responses leaving its
+    marker as an item of its own there), and the unfolding of a managed body,
+    which puts back the turns its fold marker stands for.
+    """
+
+    repaired: tuple[int | None, ...] | None
+    """For each repaired message, the input message it is; ``None``: the input's, one for one."""
+    budgeted: Request
+    """The request the budget was given (the repaired one)."""
+    count: int
+    """Messages of the managed request."""
+    folded: bool
+    """The managed request folds turns."""
+
+    def origins(self) -> tuple[int | None, ...]:
+        messages = self.budgeted.messages
+        first = next((i for i, m in enumerate(messages) if m.role == "assistant"), len(messages))
+        shift = len(messages) - self.count  # the fold took these out (unfolding: put them back)
+        items = self.budgeted.api == "openai-responses"
+        out: list[int | None] = []
+        for i in range(self.count):
+            j: int | None = i
+            if i < first:
+                pass  # before the first turn, nothing moves
+            elif self.folded and items and i == first:
+                j = None  # the fold's marker, an item of its own
+            else:
+                j = i + shift
+                if j < first or (j == first and items and shift < 0):
+                    j = None  # a turn put back from the archive, not from the input
+            if j is not None and self.repaired is not None:
+                j = self.repaired[j]
+            out.append(j)
+        return tuple(out)
+
+
+@dataclass(frozen=True, slots=True)
 class Managed:
     """A managed body (in the form it was given: dict, bytes or text), its report, and both
     requests parsed, so what comes next (the recovery ladder) need not parse either body again."""
@@ -150,6 +192,38 @@ class Managed:
     """The request as given, parsed."""
     request: Request
     """The managed request: ``body`` parsed (the very ``original`` when nothing changed)."""
+    _trace: _Trace | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def origins(self) -> tuple[int | None, ...]:
+        """For each message of ``request``, the index in ``original`` of the message it came from.
+
+        ``None`` for a message toolbudget made: a synthesized result, the
+        first user message Bedrock needs, the item that carries a fold's
+        marker on Responses, a turn put back from the archive. A message that
+        came from one keeps its index whatever was changed in it (a result
+        cut, a fold marker put first in it, a call renamed, a result moved
+        next to its call). Messages the repair joined into one (pieces of one
+        response, Bedrock's alternation) are the first of them; a message
+        that held only results which moved elsewhere, or only duplicates or
+        orphans, is the origin of nothing. On every API the messages are the
+        body's history list one for one (``messages``, ``input``,
+        ``contents``), so an adapter maps a managed message back to the
+        framework's object it laid out there.
+
+        Computed when asked, from what the pipeline kept; a request that
+        went out unchanged is its own, message for message.
+        """
+        if self._trace is None:
+            return tuple(range(len(self.request.messages)))
+        return self._trace.origins()
+
+
+def _traced(
+    repaired: tuple[int | None, ...] | None, budgeted: Request, managed: Request, done: Budgeted
+) -> _Trace:
+    folded = any(cut.reason == "compaction_fold" for cut in done.cuts)
+    return _Trace(repaired, budgeted, len(managed.messages), folded)
 
 
 def conversation_id(request: Request) -> str:
@@ -196,6 +270,7 @@ class _Last:
     """The report of answering it again: nothing new was written."""
     managed: Request
     """The managed request (``request`` itself when it was unchanged)."""
+    trace: _Trace | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -292,6 +367,15 @@ class _SessionArchive(Archive):
         if self.pending is not None:
             self.pending[key] = text
 
+    def record(self, key: str, text: str) -> None:
+        if self.pending is not None:
+            self.pending[key] = text
+            return
+        # Outside a request's batch (recovery), like ``keep``: kept now, within the request's time.
+        session = self.session
+        with contextlib.suppress(StoreError):
+            session._store_call(session.store.put, session.id, key, text.encode("utf-8", "surrogatepass"))
+
     def collect(self) -> None:
         self.pending = {}
         self.lost = frozenset()
@@ -317,7 +401,8 @@ class _SessionArchive(Archive):
         if error is not None:
             session._store_failed(error)
         session._keys_this_call.extend(key for key in sorted(absent) if key not in failed)
-        return frozenset(failed)
+        # A record not kept costs no cut (the next request keeps it again); an original does.
+        return frozenset(key for key in failed if not pending[key].startswith(CUT_PREFIX))
 
     def original(self, key: str) -> str | None:
         session = self.session
@@ -748,17 +833,18 @@ class Session:
             report = last.repeat_report
             out = last.out
             fixed = last.managed
+            trace = last.trace
             self._notify(report)
         else:
-            fixed, report, budgeted, valid, noted, sizes = self._run(request)
+            fixed, report, budgeted, valid, noted, sizes, trace = self._run(request)
             out = None if fixed is request else in_order_of(parsed, wire.render(fixed))
             self._prefix = None
             if valid and budgeted is not None and budgeted.trail is not None and self.token_counter is None:
                 self._prefix = self._prefix_of(parsed, request, fixed, out, report, budgeted, noted, sizes)
             self._hint = None
-            out = self._answered(body, parsed, request, fixed, out, report)
+            out = self._answered(body, parsed, request, fixed, out, report, trace)
         self.last_report = report
-        return self._managed(body, request, fixed, out, report)
+        return self._managed(body, request, fixed, out, report, trace)
 
     def _answered(
         self,
@@ -768,6 +854,7 @@ class Session:
         fixed: Request,
         out: dict[str, Any] | None,
         report: Report,
+        trace: _Trace | None,
     ) -> dict[str, Any] | None:
         """The managed body's JSON objects, remembered as the last answer."""
         if out is not None and isinstance(body, (bytes, bytearray, memoryview, str)):
@@ -777,20 +864,25 @@ class Session:
                 out = with_literals(out, parsed, exact)
         # Most requests write nothing new: their report is their repeat's, no copy made.
         repeat = replace(report, keys_written=()) if report.keys_written else report
-        self._last = _Last(request, self.policy, out, report, repeat, fixed)
+        self._last = _Last(request, self.policy, out, report, repeat, fixed, trace)
         return out
 
     @staticmethod
     def _managed(
-        body: Any, request: Request, fixed: Request, out: dict[str, Any] | None, report: Report
+        body: Any,
+        request: Request,
+        fixed: Request,
+        out: dict[str, Any] | None,
+        report: Report,
+        trace: _Trace | None,
     ) -> Managed:
         if out is None:
             return Managed(body, report, request, request)
         if isinstance(body, (bytes, bytearray, memoryview)):
-            return Managed(dumps(out), report, request, fixed)
+            return Managed(dumps(out), report, request, fixed, trace)
         if isinstance(body, str):
-            return Managed(dumps(out).decode(), report, request, fixed)
-        return Managed(out, report, request, fixed)
+            return Managed(dumps(out).decode(), report, request, fixed, trace)
+        return Managed(out, report, request, fixed, trace)
 
     def _prefix_of(
         self,
@@ -933,9 +1025,10 @@ class Session:
                 prefix.calls | call_ids(new),
                 (*prefix.sizes, *sizes),
             )
-        out = self._answered(body, parsed, request, fixed, out, report)
+        trace = None if fixed is request else _traced(None, request, fixed, budgeted)
+        out = self._answered(body, parsed, request, fixed, out, report, trace)
         self.last_report = report
-        return self._managed(body, request, fixed, out, report)
+        return self._managed(body, request, fixed, out, report, trace)
 
     def _still_held(self, report: Report) -> bool:
         """Whether the store still holds every key the last answer's markers name (one round trip)."""
@@ -948,16 +1041,17 @@ class Session:
             return False  # cut again: what cannot be checked is not promised
 
     def _pipeline(self, request: Request) -> tuple[Request, Report]:
-        fixed, report, _, _, _, _ = self._run(request)
+        fixed, report, _, _, _, _, _ = self._run(request)
         return fixed, report
 
     def _run(
         self, request: Request
-    ) -> tuple[Request, Report, Budgeted | None, bool, dict[str, str], list[int]]:
+    ) -> tuple[Request, Report, Budgeted | None, bool, dict[str, str], list[int], _Trace | None]:
         """The whole pipeline; also what it budgeted, whether the request came valid, the keys
-        (with their texts) its markers name and each message's size, for :meth:`_prefix_of`."""
+        (with their texts) its markers name and each message's size, for :meth:`_prefix_of`, and
+        what :attr:`Managed.origins` is worked out from."""
         self._keys_this_call = []
-        repaired, repairs, valid = repair_checked(request)
+        repaired, repairs, valid, origins = repair_traced(request)
         hint = self._hint
         if hint is not None and hint[0] is request and repaired is request:
             sizes = hint[2]
@@ -985,7 +1079,8 @@ class Session:
         result = budgeted.request
         report = self._report(request, result, repairs, budgeted)
         self._notify(report)
-        return result, report, budgeted, valid, noted, sizes
+        trace = None if result is request else _traced(origins, repaired, result, budgeted)
+        return result, report, budgeted, valid, noted, sizes, trace
 
     def _notify(self, report: Report) -> None:
         for cut in report.cuts:

@@ -23,15 +23,19 @@ conversation (``RunContext.conversation_id``) has its session.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping, Sequence
+import operator
+from collections.abc import Callable, Sequence
+from itertools import groupby
 from typing import Any
 
+from ..budget import result_text
 from ..callreport import CallReport
 from ..flow import ManagedCall, Steps, opaque
 from ..marker import RECALL_TOOL
+from ..model import Message, Request, Text
 from ..recall import RECALL_DESCRIPTION, RECALL_PARAMETERS
 from ..session import Session
-from ._common import SessionSource, arguments_of, map_back, missing_extra, session_for
+from ._common import SessionSource, arguments_of, missing_extra, session_for
 
 try:
     from pydantic_ai import RunContext, Tool
@@ -98,92 +102,93 @@ def _wire_response(message: ModelResponse) -> dict[str, Any]:
     return out
 
 
-def _wire(
-    messages: Sequence[ModelMessage],
-) -> tuple[list[dict[str, Any]], list[tuple[dict[str, Any], Piece]]]:
-    """The history as openai-chat messages, each paired with the part (or response) it came from."""
-    pairs: list[tuple[dict[str, Any], Piece]] = []
+def _wire(messages: Sequence[ModelMessage]) -> tuple[list[dict[str, Any]], list[Piece]]:
+    """The history as openai-chat messages, and the part (or response) each came from."""
+    pieces: list[Piece] = []
     for index, message in enumerate(messages):
-        if isinstance(message, ModelResponse):
-            pairs.append((_wire_response(message), (index, message)))
-        else:
-            pairs.extend((_wire_part(part), (index, part)) for part in message.parts)
-    return [wire for wire, _ in pairs], pairs
+        whole = isinstance(message, ModelResponse)
+        pieces += [(index, message)] if whole else [(index, part) for part in message.parts]
+    wire = [_wire_response(o) if isinstance(o, ModelResponse) else _wire_part(o) for _, o in pieces]
+    return wire, pieces
 
 
-class _Back:
-    """Turns a managed body's messages into pydantic-ai messages, reusing every untouched object."""
-
-    def __init__(self, messages: Sequence[ModelMessage], pairs: list[tuple[dict[str, Any], Piece]]) -> None:
-        self.messages = messages
-        self.pairs = pairs
-        self.names = {
-            part.tool_call_id: part.tool_name
-            for message in messages
-            if isinstance(message, ModelResponse)
-            for part in message.parts
-            if isinstance(part, ToolCallPart)
-        }
-
-    def rebuild(self, wire: Mapping[str, Any], original: Piece | None) -> Piece:
-        role, text = wire.get("role"), _text(wire.get("content") or "")
-        if role == "tool":
-            call_id = str(wire.get("tool_call_id"))
-            if original is not None and isinstance(original[1], ToolReturnPart | RetryPromptPart):
-                return original[0], dataclasses.replace(original[1], content=text)
-            return None, ToolReturnPart(self.names.get(call_id, "unknown"), text, call_id)
-        if role == "system":
-            return None, SystemPromptPart(text)
-        if role == "assistant":
-            parts: list[Any] = [TextPart(text)] if text else []
-            for call in wire.get("tool_calls") or ():
-                function = call["function"]
-                parts.append(ToolCallPart(function["name"], function["arguments"], call["id"]))
-            return None, ModelResponse(parts=parts)
-        return None, UserPromptPart(text)
-
-    def messages_of(self, body: Mapping[str, Any]) -> list[ModelMessage]:
-        pieces = map_back(self.pairs, body["messages"], self.rebuild)
-        out: list[ModelMessage] = []
-        group: list[Any] = []
-        origin: int | None = None
-
-        def flush() -> None:
-            if not group:
-                return
-            source = self.messages[origin] if origin is not None else None
-            if (
-                source is not None
-                and list(source.parts) == group
-                and all(a is b for a, b in zip(source.parts, group, strict=True))
-            ):
-                out.append(source)
-            elif isinstance(source, ModelRequest):
-                out.append(dataclasses.replace(source, parts=list(group)))
-            else:
-                out.append(ModelRequest(parts=list(group)))
-            group.clear()
-
-        for index, obj in pieces:
-            if isinstance(obj, ModelResponse):
-                flush()
-                out.append(obj)
-                continue
-            if index != origin:
-                flush()
-                origin = index
-            group.append(obj)
-        flush()
-        return out
+def _guessed(given: Request, sent: Request) -> list[int | None]:
+    """Origins for a body of the recovery ladder, which does not trace them: a message it kept is
+    the given object, a result it cut is the given result of its call id, anything else is new."""
+    kept = {id(m): k for k, m in enumerate(given.messages)}
+    calls = {p.call_id: k for k, m in enumerate(given.messages) for p in m.tool_results()}
+    out: list[int | None] = []
+    for message in sent.messages:
+        result = next(message.tool_results(), None)
+        out.append(kept.get(id(message), calls.get(result.call_id) if result else None))
+    return out
 
 
 @dataclasses.dataclass
 class _Flow:
-    """One model request step's managed call, alive across its attempts."""
+    """One model request step's managed call, alive across its attempts, and the way back from
+    the requests it sends to pydantic-ai's messages.
 
+    ``pieces`` are the given parts and responses, one for each message of the
+    request laid out from them, so an origin (:attr:`toolbudget.Managed.origins`)
+    names the object a managed message came from: untouched, that very
+    object; changed, a copy with the new content (keeping what no wire
+    message carries: model name, timestamps, provider details); made by
+    toolbudget, a new one.
+    """
+
+    call: ManagedCall
     steps: Steps
-    back: _Back
-    pending: Mapping[str, Any] | None = None
+    given: Sequence[ModelMessage]
+    pieces: list[Piece]
+    pending: list[ModelMessage] | None = None
+
+    def messages(self) -> list[ModelMessage]:
+        """The pydantic-ai messages of the request the flow sends now."""
+        climb = self.call.climb
+        assert climb is not None  # the flow has started
+        origins: Sequence[int | None]
+        if climb.attempts:
+            sent, origins = climb.sent, _guessed(climb.original, climb.sent)
+        else:
+            sent, origins = climb.managed.request, climb.managed.origins
+        pieces = [
+            self._piece(m, o, o is not None and m is climb.original.messages[o])
+            for m, o in zip(sent.messages, origins, strict=True)
+        ]
+        out: list[ModelMessage] = []
+        # Parts in a row that came from one given request are that request again.
+        for (index, whole), run in groupby(pieces, lambda p: (p[0], isinstance(p[1], ModelResponse))):
+            parts = [obj for _, obj in run]
+            source = self.given[index] if index is not None else None
+            if whole:
+                out.extend(parts)
+            elif not isinstance(source, ModelRequest):
+                out.append(ModelRequest(parts=parts))
+            elif len(parts) == len(source.parts) and all(map(operator.is_, parts, source.parts)):
+                out.append(source)
+            else:
+                out.append(dataclasses.replace(source, parts=parts))
+        return out
+
+    def _piece(self, message: Message, origin: int | None, untouched: bool) -> Piece:
+        index, base = self.pieces[origin] if origin is not None else (None, None)
+        if untouched:
+            return index, base
+        texts = [p.text for p in message.parts if isinstance(p, Text)]
+        if message.role == "assistant":
+            parts: list[Any] = [TextPart(text) for text in texts]
+            parts += [ToolCallPart(c.name, c.arguments, c.id or "") for c in message.tool_calls()]
+            if isinstance(base, ModelResponse):
+                return index, dataclasses.replace(base, parts=parts)
+            return None, ModelResponse(parts=parts)
+        result = next(message.tool_results(), None)
+        if result is not None:
+            text = result_text(result) or ""
+            if isinstance(base, ToolReturnPart | RetryPromptPart):
+                return index, dataclasses.replace(base, content=text)
+            return None, ToolReturnPart(result.name or "unknown", text, result.call_id or "")
+        return index, (SystemPromptPart if message.role == "system" else UserPromptPart)("".join(texts))
 
 
 @dataclasses.dataclass
@@ -241,14 +246,11 @@ class Toolbudget(AbstractCapability[Any]):
 
     # --- model requests, managed and recovered ---------------------------------------
 
-    def _use(self, request_context: ModelRequestContext, back: _Back, body: Mapping[str, Any]) -> None:
-        request_context.messages = back.messages_of(body)
-
     async def before_model_request(
         self, ctx: RunContext[Any], request_context: ModelRequestContext
     ) -> ModelRequestContext:
         messages = list(request_context.messages)
-        wire, pairs = _wire(messages)
+        wire, pieces = _wire(messages)
         body: dict[str, Any] = {"messages": wire}
         tools = request_context.model_request_parameters.function_tools
         if tools:
@@ -259,8 +261,9 @@ class Toolbudget(AbstractCapability[Any]):
         if request_context.model.model_name:
             body["model"] = request_context.model.model_name
         call = ManagedCall(self.session_of(ctx), body, API, read=opaque)
-        flow = self._flows[ctx.run_id] = _Flow(call.steps(), _Back(messages, pairs))
-        self._use(request_context, flow.back, next(flow.steps))
+        flow = self._flows[ctx.run_id] = _Flow(call, call.steps(), messages, pieces)
+        next(flow.steps)
+        request_context.messages = flow.messages()
         return request_context
 
     async def prepare_model_request(
@@ -268,8 +271,7 @@ class Toolbudget(AbstractCapability[Any]):
     ) -> ModelRequestContext:
         flow = self._flows.get(ctx.run_id)
         if flow is not None and flow.pending is not None:
-            self._use(request_context, flow.back, flow.pending)
-            flow.pending = None
+            request_context.messages, flow.pending = flow.pending, None
         return request_context
 
     async def on_model_request_error(
@@ -279,7 +281,8 @@ class Toolbudget(AbstractCapability[Any]):
         if flow is None:
             raise error
         try:
-            flow.pending = flow.steps.throw(error)  # the next, smaller body, or the error itself raised
+            flow.steps.throw(error)  # the next, smaller body, or the error itself raised
+            flow.pending = flow.messages()
         except BaseException:
             self._flows.pop(ctx.run_id, None)
             raise

@@ -31,6 +31,7 @@ __all__ = [
     "repair",
     "repair_checked",
     "repair_request",
+    "repair_traced",
     "validate",
 ]
 
@@ -69,8 +70,22 @@ def repair_request(request: Request, *, close_pending: bool = False) -> tuple[Re
 
 def repair_checked(request: Request) -> tuple[Request, tuple[Repair, ...], bool]:
     """:func:`repair_request`, also saying whether the request came with no violation at all."""
-    fixed, repairs, violations = _repair(request, False)
+    fixed, repairs, violations, _ = _repair_traced(request, False)
     return fixed, repairs, not violations
+
+
+def repair_traced(
+    request: Request,
+) -> tuple[Request, tuple[Repair, ...], bool, tuple[int | None, ...] | None]:
+    """:func:`repair_checked`, also saying which message of ``request`` each repaired one is.
+
+    The last item has, for each message of the repaired request, the index of
+    the message of ``request`` it came from, or ``None`` for one the repair
+    made (see :func:`toolbudget.pairing.fix.fix`); it is ``None`` itself when
+    the messages are ``request``'s own, one for one.
+    """
+    fixed, repairs, violations, origins = _repair_traced(request, False)
+    return fixed, repairs, not violations, origins
 
 
 def call_ids(messages: tuple[Message, ...]) -> frozenset[str]:
@@ -108,10 +123,17 @@ def appends_validly(request: Request, start: int, earlier: frozenset[str]) -> bo
 
 def _repair(request: Request, close_pending: bool) -> tuple[Request, tuple[Repair, ...], list[Violation]]:
     """:func:`repair_request`, also giving the violations of the request as it came."""
+    fixed, repairs, violations, _ = _repair_traced(request, close_pending)
+    return fixed, repairs, violations
+
+
+def _repair_traced(
+    request: Request, close_pending: bool
+) -> tuple[Request, tuple[Repair, ...], list[Violation], tuple[int | None, ...] | None]:
     rules = rules_for(_api(request))
     violations = check(request, rules)
     if not violations and not (close_pending and _has_pending(request, rules)):
-        return request, (), violations
+        return request, (), violations, None
     made = fix(request, rules, close_pending=close_pending)
     repairs = made.repairs
     fixed = replace(request, messages=made.messages) if repairs else request
@@ -122,7 +144,10 @@ def _repair(request: Request, close_pending: bool) -> tuple[Request, tuple[Repai
         if tools:
             fixed = replace(fixed, tools=tools)
             repairs.append(Repair("added_tool_definitions", -1, detail=", ".join(t.name for t in tools)))
-    return (fixed, tuple(repairs), violations) if repairs else (request, (), violations)
+    if not repairs:
+        return request, (), violations, None
+    same = fixed.messages is request.messages
+    return fixed, tuple(repairs), violations, None if same else made.origins
 
 
 def validate(body: Any, api: str | None = None) -> list[Violation]:

@@ -51,7 +51,10 @@ class _Entry:
     """A message being rebuilt, with the index it had in the input."""
 
     index: int
+    """Where repairs are reported: the input message, or ``-1`` for the request."""
     message: Message
+    origin: int | None
+    """The input message this one is (changed or not); ``None`` for one the repair made."""
 
 
 @dataclass(slots=True)
@@ -76,11 +79,22 @@ class Fixed:
     messages: tuple[Message, ...]
     repairs: list[Repair]
     system: tuple[Part, ...] | None = None
+    origins: tuple[int | None, ...] = ()
+    """For each message, the input message it is (see :func:`fix`); ``None`` for one made here."""
 
 
 def fix(request: Request, rules: Rules, *, close_pending: bool = False) -> Fixed:
-    """The repaired messages of ``request`` (and system prompt, if it changed) and the repairs made."""
-    entries = [_Entry(i, m) for i, m in enumerate(request.messages)]
+    """The repaired messages of ``request`` (and system prompt, if it changed) and the repairs made.
+
+    Also where each message came from (``Fixed.origins``): the index of the
+    input message it is, changed or not. A result moved next to its call is
+    its own message's; messages joined into one (a response split in pieces,
+    Bedrock's alternation) are the first of them, the others' parts inside
+    it; a synthesized result, the message made to carry results after their
+    call, and the first user message Bedrock needs are ``None``. A system
+    message moved into the system prompt is no message any more.
+    """
+    entries = [_Entry(i, m, i) for i, m in enumerate(request.messages)]
     repairs: list[Repair] = []
     system: tuple[Part, ...] | None = None
     if not rules.system_role:
@@ -91,7 +105,7 @@ def fix(request: Request, rules: Rules, *, close_pending: bool = False) -> Fixed
         out = _Items(rules, entries, repairs, request, close_pending).run()
     else:
         out = _Turns(rules, entries, repairs, close_pending).run()
-    return Fixed(tuple(e.message for e in out), repairs, system)
+    return Fixed(tuple(e.message for e in out), repairs, system, tuple(e.origin for e in out))
 
 
 def _system_messages(entries: list[_Entry], repairs: list[Repair]) -> tuple[list[_Entry], tuple[Part, ...]]:
@@ -118,7 +132,9 @@ def _system_messages(entries: list[_Entry], repairs: list[Repair]) -> tuple[list
             repairs.append(Repair("moved_to_system", entry.index, detail="into the top-level system prompt"))
             continue
         leading = False
-        out.append(_Entry(entry.index, Message("user", message.parts, message.extra, message.form)))
+        out.append(
+            _Entry(entry.index, Message("user", message.parts, message.extra, message.form), entry.origin)
+        )
         repairs.append(Repair("system_message_made_user", entry.index))
     return out, tuple(moved)
 
@@ -409,6 +425,7 @@ class _Turns:
         entries = self.entries
         pending = pending_from(self.rules, [e.message for e in entries])
         keep_in_place = {id(c.result): entries[c.entry] for cs in claims.values() for c in cs if c.in_slot}
+        home = {id(c.result): entries[c.entry] for cs in claims.values() for c in cs}
         carried: dict[int, list[ToolResult]] = {}
         out: list[_Entry] = []
         for pos, entry in enumerate(entries):
@@ -425,10 +442,11 @@ class _Turns:
                     if nxt is not None and nxt.message.role in USER_SIDE:
                         carried[pos + 1] = results
                     else:
-                        out.append(_Entry(entry.index, Message("user", tuple(results))))
+                        # A message made to carry them: its results keep their call ids.
+                        out.append(_Entry(entry.index, Message("user", tuple(results)), None))
                 else:
                     for result in results:
-                        out.append(self.tool_message(result, keep_in_place))
+                        out.append(self.tool_message(result, keep_in_place, home))
                 continue
             if message.role not in USER_SIDE:
                 out.append(entry)
@@ -436,26 +454,31 @@ class _Turns:
             if self.rules.carrier == "tool-messages" and message.role == "tool":
                 others = tuple(p for p in message.parts if not isinstance(p, ToolResult))
                 if others:
-                    out.append(_Entry(entry.index, replace(message, parts=others)))
+                    out.append(_Entry(entry.index, replace(message, parts=others), entry.origin))
                 continue
             others = tuple(p for p in message.parts if not isinstance(p, ToolResult))
             parts = tuple(carried.get(pos, ())) + others
             if parts == message.parts:
                 out.append(entry)
             elif parts:
-                out.append(_Entry(entry.index, replace(message, parts=parts)))
+                out.append(_Entry(entry.index, replace(message, parts=parts), entry.origin))
                 if pos in carried and self.rules.results_first and _results_after_text(message):
                     self.note("moved_results_first", entry.index)
             # a message that held only results that went elsewhere is dropped
         return out
 
     @staticmethod
-    def tool_message(result: ToolResult, keep_in_place: dict[int, _Entry]) -> _Entry:
-        """The tool message for ``result``: its own, untouched, when it stays where it was."""
+    def tool_message(result: ToolResult, keep_in_place: dict[int, _Entry], home: dict[int, _Entry]) -> _Entry:
+        """The tool message for ``result``: its own, untouched, when it stays where it was.
+
+        A result moved next to its call is still its message's (its origin); a
+        synthesized one has none.
+        """
         entry = keep_in_place.get(id(result))
         if entry is not None and len(entry.message.parts) == 1:
             return entry
-        return _Entry(-1, Message("tool", (result,)))
+        came = home.get(id(result))
+        return _Entry(-1, Message("tool", (result,)), came.origin if came is not None else None)
 
     # --- APIs that demand strict alternation (Bedrock) --------------------------------
 
@@ -475,7 +498,7 @@ class _Turns:
                 continue
             out.append(entry)
         if out and out[0].message.role != "user":
-            out.insert(0, _Entry(-1, Message("user", (Text(FIRST_USER_TEXT),))))
+            out.insert(0, _Entry(-1, Message("user", (Text(FIRST_USER_TEXT),)), None))
             self.note("inserted_first_user_message", 0)
         return out
 
@@ -495,7 +518,7 @@ class _Turns:
         self.note("folded_into_result", entry.index, last.call_id, f"{len(others)} block(s)")
         # A cache point stays where it was, after the results: inside one Bedrock refuses it.
         kept = tuple(p for p in message.parts if rides_with_results(p))
-        return _Entry(entry.index, replace(message, parts=(*results, *kept)))
+        return _Entry(entry.index, replace(message, parts=(*results, *kept)), entry.origin)
 
 
 class _Items:
@@ -592,7 +615,8 @@ class _Items:
             if cpos >= closed and not self.close_pending:
                 continue
             end = _batch_end(entries, cpos, limit[cpos])
-            insert_after.setdefault(end, []).append((n, _Entry(-1, Message("tool", (synthetic(call),)))))
+            made = _Entry(-1, Message("tool", (synthetic(call),)), None)
+            insert_after.setdefault(end, []).append((n, made))
             kind = "closed_pending_call" if cpos >= pending else "synthesized_result"
             self.note(kind, entries[cpos].index, call.id)
         out: list[_Entry] = []
