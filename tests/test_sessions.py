@@ -116,6 +116,27 @@ def test_the_least_recently_used_session_is_closed_past_max_sessions() -> None:
         assert again is not b and again.id == b.id and a._closed
 
 
+def test_the_least_recently_used_sessions_are_closed_past_max_held_bytes() -> None:
+    """A session holds about ten times its history: the pool bounds what they hold in all."""
+    bodies = {task: _body(task, size=30_000) for task in "abcd"}
+    with Sessions(store="memory:", max_held_bytes=70_000) as pool:
+        made = {}
+        for task, body in bodies.items():
+            made[task] = session = pool.for_request(body, api="openai-chat")
+            session.manage(body, "openai-chat")
+        held = made["a"].held_bytes
+        assert held > 30_000  # the history's JSON text, which holds a 30 KB result
+        # Two histories fit in 70 KB, three do not: only the two most recent are left.
+        pool.for_request(_body("e", size=10), api="openai-chat")
+        assert made["a"]._closed and made["b"]._closed and not made["d"]._closed
+        assert len(pool) <= 3
+        # The one asked for stays, however much it holds.
+        with Sessions(store="memory:", max_held_bytes=1) as tight:
+            one = tight.for_request(bodies["a"], api="openai-chat")
+            one.manage(bodies["a"], "openai-chat")
+            assert tight.for_request(bodies["a"], api="openai-chat") is one and not one._closed
+
+
 def test_idle_sessions_are_closed() -> None:
     now = [0.0]
     with Sessions(store="memory:", idle_seconds=60, clock=lambda: now[0]) as pool:
@@ -147,7 +168,7 @@ def test_a_closed_pool_refuses_and_bad_settings_are_refused() -> None:
     pool.close()
     with pytest.raises(InputError):
         pool.for_request(_body("a"), api="openai-chat")
-    for bad in ({"max_sessions": 0}, {"idle_seconds": 0}, {"max_sessions": True}):
+    for bad in ({"max_sessions": 0}, {"idle_seconds": 0}, {"max_sessions": True}, {"max_held_bytes": 0}):
         with pytest.raises(InputError):
             Sessions(store="memory:", **bad)
     with Sessions(store="memory:") as pool, pytest.raises(InputError):

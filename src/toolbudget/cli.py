@@ -539,7 +539,9 @@ def clean(session: str | None, store_url: str | None) -> None:
         store.drop(session)
     finally:
         store.close()
-    click.echo(f"removed {count} archive entries of session {session} (originals and their records)", err=True)
+    click.echo(
+        f"removed {count} archive entries of session {session} (originals and their records)", err=True
+    )
 
 
 @main.command()

@@ -539,6 +539,16 @@ class Session:
     # --- identity and storage --------------------------------------------------------
 
     @property
+    def held_bytes(self) -> int:
+        """The bytes of JSON history this session keeps to resume from (0 before its first request).
+
+        What it holds in memory is about ten times this (the parsed history
+        and the managed body beside the text), so a pool bounds it by this.
+        """
+        prefix = self._prefix
+        return len(prefix.history) if prefix is not None else 0
+
+    @property
     def id(self) -> str:
         if self._id is None:
             raise InputError("this session has no id yet: give one, or manage a request first")

@@ -41,7 +41,11 @@ sessions of a pool share one parse cache per API, so a history resent by
 any of them is not parsed again.
 
 A pool holds at most ``max_sessions`` live sessions, dropping the least
-recently used, and closes those unused for ``idle_seconds``. Closing a
+recently used, and closes those unused for ``idle_seconds``. It also keeps
+the JSON histories its sessions hold to resume from under ``max_held_bytes``
+in all (a session holds about ten times its history in memory, so 1024 long
+conversations would otherwise hold gigabytes), dropping the least recently
+used past it; the one just asked for always stays. Closing a
 session only lets go of its archive: the markers it wrote stay recallable
 until the store's TTL has passed with nobody holding them, and a request of
 that conversation later simply makes its session again, with the same id and
@@ -163,6 +167,7 @@ class Sessions:
         policy: Policy | None = None,
         max_sessions: int = 256,
         idle_seconds: float = 3600.0,
+        max_held_bytes: int = 64 * 1024 * 1024,
         token_counter: TokenCounter | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -170,13 +175,21 @@ class Sessions:
             raise InputError(f"max_sessions must be a whole number of at least 1, not {max_sessions!r}")
         if not isinstance(idle_seconds, (int, float)) or isinstance(idle_seconds, bool) or idle_seconds <= 0:
             raise InputError(f"idle_seconds must be a positive number, not {idle_seconds!r}")
+        if not isinstance(max_held_bytes, int) or isinstance(max_held_bytes, bool) or max_held_bytes < 1:
+            raise InputError(f"max_held_bytes must be a whole number of at least 1, not {max_held_bytes!r}")
         self.policy = policy if policy is not None else Policy.load()
         self.max_sessions = max_sessions
         self.idle_seconds = float(idle_seconds)
+        self.max_held_bytes = max_held_bytes
         self.token_counter = token_counter
         self._clock = clock
         self._lock = threading.Lock()
         self._live: OrderedDict[str, tuple[Session, float]] = OrderedDict()
+        # What each live session held when last looked at, and their sum: a session's
+        # history grows in its manage, after get, so get refreshes the ones it hands out.
+        self._held: dict[str, int] = {}
+        self._held_total = 0
+        self._handed: list[str] = []
         self._closed = False
         # Made up front, so no thread ever adds one while another reads the dict.
         self._caches = {api: wire.EntryCache(measure=message_chars) for api in wire.APIS}
@@ -240,16 +253,33 @@ class Sessions:
                 for old, (_, used) in list(self._live.items()):
                     if now - used < self.idle_seconds:
                         break  # in order of use: the rest were used since
-                    closing.append(self._live.pop(old)[0])
+                    closing.append(self._drop(old))
                 found = self._live.pop(id, None)
                 session = found[0] if found is not None else self._make(id)
                 self._live[id] = (session, now)
-                while len(self._live) > self.max_sessions:
-                    closing.append(self._live.popitem(last=False)[1][0])
+                self._handed.append(id)
+                for seen in self._handed:
+                    self._weigh(seen)
+                self._handed = [id]
+                while len(self._live) > self.max_sessions or (
+                    self._held_total > self.max_held_bytes and len(self._live) > 1
+                ):
+                    closing.append(self._drop(next(iter(self._live))))
             return session
         finally:
             for old_session in closing:
                 old_session.close()  # outside the lock: a store that hangs delays no other request
+
+    def _weigh(self, id: str) -> None:
+        live = self._live.get(id)
+        if live is not None:
+            held = live[0].held_bytes
+            self._held_total += held - self._held.get(id, 0)
+            self._held[id] = held
+
+    def _drop(self, id: str) -> Session:
+        self._held_total -= self._held.pop(id, 0)
+        return self._live.pop(id)[0]
 
     def _make(self, id: str) -> Session:
         session = Session(id, store=self._store, policy=self.policy, token_counter=self.token_counter)
@@ -262,6 +292,8 @@ class Sessions:
             self._closed = True
             live = [session for session, _ in self._live.values()]
             self._live.clear()
+            self._held.clear()
+            self._held_total = 0
         for session in live:
             session.close()
         owned, self._owned = self._owned, None

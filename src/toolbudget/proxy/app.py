@@ -84,6 +84,7 @@ class Proxy:
                 store=store,
                 policy=self.policy,
                 max_sessions=config.max_sessions,
+                max_held_bytes=config.max_held_bytes,
                 idle_seconds=config.idle_seconds,
             )
         )

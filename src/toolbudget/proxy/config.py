@@ -92,6 +92,7 @@ class ProxyConfig:
     connect_timeout: float = 30.0
     max_body_bytes: int = 512 * 1024 * 1024
     max_sessions: int = 1024
+    max_held_bytes: int = 64 * 1024 * 1024
     idle_seconds: float = 3600.0
     offload: str = "auto"
 
