@@ -30,7 +30,13 @@ anything but the task and the newest turn is left to fold.
 No rule that sees only the history can stay within a few percent of the
 better of "never compact" and "age every turn" on every session, because
 which one wins depends on how long the session goes on;
-``bench/schedule_bound.py`` measures how close any schedule can come.
+``bench/schedule_bound.py`` measures how close any schedule can come. Its
+search shows that a small history whose results have not been paying back
+their rewrites (per-turn aging, replayed on it, behind leaving it alone) is
+best left alone: there a rewrite is a large share of all the session has
+cost, and the session may well end before it pays. So while the request is
+small and aging is behind, only an event that costs its own request no more
+than leaving the history alone fires.
 
 What a rewrite costs is the request's price model (:mod:`toolbudget.prices`):
 at Anthropic's write price of 1.25 a rewrite must earn back more than where
