@@ -19,7 +19,12 @@ bound above 1.02 means no schedule can meet the target on every session that
 starts like this one. The same numbers for toolbudget's cache-aware schedule
 are printed beside it.
 
-    python bench/schedule_bound.py [--max-slots 5] [--out bench/results/schedule_bound.json]
+``--show TEXT`` prints, for each session whose name contains TEXT, one line per
+request: the levels of the compactable results on one best schedule's path and
+on toolbudget's, and each one's bill so far against the cheaper of unmanaged
+and eager.
+
+    python bench/schedule_bound.py [--max-slots 5] [--show TEXT] [--out bench/results/schedule_bound.json]
 """
 
 from __future__ import annotations
@@ -146,9 +151,72 @@ def bound(texts: list[dict[State, str]], best: list[float]) -> tuple[float, floa
     return min(w for _, w in final), min(c for c, _ in final)
 
 
+def best_path(texts: list[dict[State, str]], best: list[float]) -> list[State]:
+    """The levels, request by request, of one schedule that reaches the bound (at the least cost)."""
+    Label = tuple[float, float, tuple[State, int] | None]
+    labels: dict[State, list[Label]] = {
+        s: [(step_cost("", t), step_cost("", t) / best[0], None)] for s, t in texts[0].items()
+    }
+    history = [labels]
+    for j in range(1, len(texts)):
+        fresh: dict[State, list[Label]] = {}
+        for new, text in texts[j].items():
+            candidates: list[Label] = []
+            for old, pareto in labels.items():
+                step = step_cost(texts[j - 1][old], text)
+                for n, (cost, worst, _) in enumerate(pareto):
+                    candidates.append((cost + step, max(worst, (cost + step) / best[j]), (old, n)))
+            candidates.sort(key=lambda c: (c[0], c[1]))
+            kept: list[Label] = []
+            for label in candidates:
+                if not kept or label[1] < kept[-1][1]:
+                    kept.append(label)
+            fresh[new] = kept
+        labels = fresh
+        history.append(labels)
+    state, n = min(
+        ((s, n) for s, pareto in labels.items() for n in range(len(pareto))),
+        key=lambda sn: (labels[sn[0]][sn[1]][1], labels[sn[0]][sn[1]][0]),
+    )
+    path = [state]
+    for j in range(len(texts) - 1, 0, -1):
+        back = history[j][state][n][2]
+        assert back is not None
+        state, n = back
+        path.append(state)
+    return path[::-1]
+
+
+def show(
+    name: str, conversation: Any, texts: list[dict[State, str]], best: list[float], policy: Policy
+) -> None:
+    """One line per request: the bound's path and toolbudget's, with each one's running ratio."""
+    path = best_path(texts, best)
+    manage, session = toolbudget_manager(replace(policy, compaction="cache-aware"), f"bound-{name}")
+    ours: list[State | None] = []
+    with session:  # named as the search's session, so the markers' keys are the same text
+        for j, prefix in enumerate(requests_of(conversation)):
+            body, _ = manage(to_request(prefix, "anthropic", model="replay"))
+            text = prompt_text(wire.parse(body, "anthropic"))
+            ours.append(next((s for s, t in texts[j].items() if t == text), None))
+    print(f"--- {name}")
+    print(f"{'request':>7} {'bound path':<18} {'cache-aware':<18} {'bound so far':>14} {'ours so far':>14}")
+    bound_cost = ours_cost = 0.0
+    for j in range(len(texts)):
+        bound_cost += step_cost(texts[j - 1][path[j - 1]] if j else "", texts[j][path[j]])
+        mine, before = ours[j], ours[j - 1] if j else ()
+        if mine is None or before is None:
+            ours_cost = float("nan")
+        else:
+            ours_cost += step_cost(texts[j - 1][before] if j else "", texts[j][mine])
+        ratios = f"{bound_cost / best[j]:>14.3f} {ours_cost / best[j]:>14.3f}"
+        print(f"{j:>7} {path[j]!s:<18} {mine!s:<18} {ratios}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--max-slots", type=int, default=5, help="sessions with at most this many results")
+    parser.add_argument("--show", help="print both paths for the sessions whose name contains this")
     parser.add_argument("--out", default=str(REPO / "bench" / "results" / "schedule_bound.json"))
     add_paths(parser)
     args = parser.parse_args()
@@ -176,6 +244,8 @@ def main() -> None:
             sys.exit(f"{name}: the search bills eager at {eager_check}, the replay at {runs['eager'][-1]}")
         best = [min(u, e) for u, e in zip(unmanaged, runs["eager"], strict=True)]
         worst_possible, cheapest = bound(texts, best)
+        if args.show and args.show in name:
+            show(name, conversation, texts, best, base)
         ours = runs["cache-aware"]
         row: dict[str, Any] = {
             "session": name,
@@ -195,6 +265,9 @@ def main() -> None:
             flush=True,
         )
     over = [r for r in rows if r["bound_worst_prefix_ratio"] > 1.02]
+    behind = sorted(
+        (r["cache_aware_worst_prefix_ratio"] - r["bound_worst_prefix_ratio"], r["session"]) for r in rows
+    )[::-1]
     summary = {
         "sessions_searched": len(rows),
         "sessions_where_no_schedule_meets_2_percent_on_every_prefix": len(over),
@@ -202,6 +275,8 @@ def main() -> None:
         "cache_aware_worst_prefix_ratio_max": max(
             (r["cache_aware_worst_prefix_ratio"] for r in rows), default=None
         ),
+        "sessions_where_cache_aware_is_more_than_0.02_above_the_bound": sum(1 for d, _ in behind if d > 0.02),
+        "furthest_above_the_bound": [f"{name} +{d:.3f}" for d, name in behind[:5]],
     }
     print()
     for key, value in summary.items():

@@ -18,7 +18,10 @@ from hypothesis import strategies as st
 from toolbudget import load_transcript, to_request, validate, wire
 from toolbudget.budget import result_text
 from toolbudget.compaction import (
+    EAGER_LOSING,
     LEVEL_NONE,
+    QUIET_BELOW_CHARS,
+    QUIET_EAGER,
     READ_COST,
     WRITE_COST,
     Schedule,
@@ -431,9 +434,11 @@ def _reference(
         now = eager_levels(present, j + 1, policy)
         state.extend([LEVEL_NONE] * (len(present) - len(state)))
         prev_end = points[j - 1] if j else 0
-        patient = j > 0 and eager > 1.3 * unmanaged
+        patient = j > 0 and eager > (1 + EAGER_LOSING) * unmanaged
+        quiet = j > 0 and cum[end] < QUIET_BELOW_CHARS and eager > (1 + QUIET_EAGER) * unmanaged
         span = _Span(starts, fold)
-        if _decide(present, state, now, j + 1, end, prev_end, cum, window_chars, policy, patient, 0, span):
+        args = (present, state, now, j + 1, end, prev_end, cum, window_chars, policy, patient, 0, span)
+        if _decide(*args, quiet=quiet):
             events.append(j)
         unmanaged += _unmanaged_step(end, prev_end, cum, first=j == 0)
         eager += _eager_step(present, then, now, end, prev_end, cum, policy)

@@ -30,7 +30,13 @@ anything but the task and the newest turn is left to fold.
 No rule that sees only the history can stay within a few percent of the
 better of "never compact" and "age every turn" on every session, because
 which one wins depends on how long the session goes on;
-``bench/schedule_bound.py`` measures how close any schedule can come.
+``bench/schedule_bound.py`` measures how close any schedule can come. Its
+search shows that a small history whose results have not been paying back
+their rewrites (per-turn aging, replayed on it, behind leaving it alone) is
+best left alone: there a rewrite is a large share of all the session has
+cost, and the session may well end before it pays. So while the request is
+small and aging is behind, only an event that costs its own request no more
+than leaving the history alone fires.
 
 What a rewrite costs is the request's price model (:mod:`toolbudget.prices`):
 at Anthropic's write price of 1.25 a rewrite must earn back more than where
@@ -113,6 +119,15 @@ HORIZON_MAX = 60
 # share above leaving the history alone: the session's results have not been paying back
 # their rewrites, so a guess that the next ones will is a poor bet. (Watermarks still fire.)
 EAGER_LOSING = 0.3
+# While the request is still small (system prompt, tools and messages under this many
+# characters) and per-turn aging has cost more than this share above leaving the history alone,
+# an event waits unless it costs its own request no more than leaving the history alone would.
+# A rewrite there is a large share of all the session has cost so far, and in such a session
+# it has not been paying back: the exhaustive search of ``bench/schedule_bound.py`` finds that
+# never compacting is the best any schedule does on the small sessions where this holds (see
+# README). Long sessions pass the size soon, and their large results pay at once.
+QUIET_BELOW_CHARS = 32_000
+QUIET_EAGER = 0.1
 
 
 @dataclass(frozen=True, slots=True)
@@ -309,6 +324,7 @@ class Schedule:
             prev_end = points[j - 1] if j else 0
             chilled = j > 0 and end in cold
             patient = j > 0 and eager > (1 + EAGER_LOSING) * unmanaged
+            quiet = j > 0 and fixed + cum[end] < QUIET_BELOW_CHARS and eager > (1 + QUIET_EAGER) * unmanaged
             step = tally.advance(
                 j, bisect_left(msgs, end), by_turn, thresholds, end, prev_end, cum, cold=chilled
             )
@@ -329,6 +345,7 @@ class Schedule:
                 span,
                 tally,
                 cold=chilled,
+                quiet=quiet,
             ):
                 events.append(j)
             unmanaged += _unmanaged_step(end, prev_end, cum, price, first=j == 0 or chilled)
@@ -573,6 +590,7 @@ def _decide(
     tally: _Tally | None = None,
     *,
     cold: bool = False,
+    quiet: bool = False,
 ) -> bool:
     """Decide at one request point; apply an event to ``state`` and say whether one fired.
 
@@ -583,7 +601,8 @@ def _decide(
     ``targets`` are the levels the results' ages allow at this point, ``turns``
     the assistant turns so far. ``end`` is where this request ends and ``prev_end`` where the previous one
     did: the previous request is what the provider has cached. A ``patient``
-    decision fires only for the watermark. ``fixed`` is what the request holds
+    decision fires only for the watermark; a ``quiet`` one also for an event
+    that costs its own request no more than leaving the history alone. ``fixed`` is what the request holds
     outside its messages (the system prompt), which fills the window too.
 
     An event rewrites everything after its first changed result. So it starts
@@ -609,7 +628,7 @@ def _decide(
             return False
         price = tally.price if tally is not None else ANTHROPIC_5M
         cut = _best_cut(
-            present, sizes, targets, changing, turns, cum[prev_end] - saved, cum, policy, shift, price
+            present, sizes, targets, changing, turns, cum[prev_end] - saved, cum, policy, shift, price, quiet
         )
         if cut is None:
             return False
@@ -641,13 +660,16 @@ def _best_cut(
     policy: Policy,
     shift: Sequence[int] | None = None,
     price: PriceModel = ANTHROPIC_5M,
+    quiet: bool = False,
 ) -> int | None:
     """The message where an event should start, or ``None`` when no start pays.
 
     Starting at a result rewrites the cached prompt from there (``cached``
     minus what comes before it) at the write price instead of reading it, and
     reclaims the changes from there on, which every later request (estimated
-    from the turns so far) reads no more.
+    from the turns so far) reads no more. When ``quiet``, only a start that
+    pays at its own request is taken: what it no longer writes there covers
+    what it writes again.
     """
     horizon = min(HORIZON_MAX, max(HORIZON_MIN, int(turns * HORIZON_SHARE)))
     value = price.read * horizon + price.write
@@ -664,7 +686,10 @@ def _best_cut(
         if reclaim < policy.compact_clear_at_least and price.cached:
             continue  # without a cache every character reclaimed is saved: no floor
         start = cum[present[k].msg] - shift[k]
-        net = reclaim * value - (price.write - price.read) * max(0, cached - start)
+        rewrite = (price.write - price.read) * max(0, cached - start)
+        if quiet and rewrite > price.write * reclaim:
+            continue
+        net = reclaim * value - rewrite
         if net > 0 and (best is None or net > best[0]):
             best = (net, present[k].msg)
     return None if best is None else best[1]
