@@ -203,8 +203,35 @@ def test_missing_with_sizes_takes_an_entry_of_another_length_for_torn(store: Sto
     assert store.get("s1", KEY) == whole
     assert store.missing("s1", [KEY], {KEY: len(whole)}) == set()
     # A key without a size there is only checked for existence.
-    other = "fedcba9876543210fedcba9876543210"
-    assert store.missing("s1", [KEY, other], {}) == {other}
+    assert store.missing("s1", [KEY, OTHER], {}) == {OTHER}
+
+
+def test_a_backend_of_ones_own_that_cannot_tell_sizes_checks_existence_only() -> None:
+    class Minimal(Store):
+        url = "minimal:"
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.entries: dict[tuple[str, str], bytes] = {}
+
+        def _put(self, session: str, key: str, data: bytes) -> None:
+            self.entries.setdefault((session, key), data)
+
+        def _get(self, session: str, key: str) -> bytes | None:
+            return self.entries.get((session, key))
+
+        def _find(self, key: str, within: str) -> bytes | None:
+            return None
+
+        def _keys(self, session: str) -> list[str]:
+            return [k for s, k in self.entries if s == session]
+
+        def _drop(self, session: str) -> None:
+            self.entries.clear()
+
+    store = Minimal()
+    store.put("s1", KEY, b"short")
+    assert store.missing("s1", [KEY, OTHER], {KEY: 500, OTHER: 3}) == {OTHER}
 
 
 @pytest.mark.parametrize("payload", PAYLOADS.values(), ids=PAYLOADS.keys())

@@ -202,7 +202,9 @@ class Store(ABC):
             absent = self._missing(session, wanted)
         else:
             held = self._sizes(session, wanted)
-            torn = sorted(key for key, size in held.items() if sizes.get(key, size) != size)
+            torn = sorted(
+                key for key, size in held.items() if size is not None and sizes.get(key, size) != size
+            )
             if torn:
                 self._discard(session, torn)
             absent = {key for key in wanted if key not in held} | set(torn)
@@ -286,13 +288,18 @@ class Store(ABC):
     def _missing(self, session: str, keys: list[str]) -> set[str]:
         return {key for key in keys if self._get(session, key) is None}
 
-    def _sizes(self, session: str, keys: list[str]) -> dict[str, int]:
-        """The byte length of each of ``keys`` held, accessed as ``_missing`` does; in one trip."""
-        return {key: len(data) for key, data in self._get_many(session, keys).items()}
+    def _sizes(self, session: str, keys: list[str]) -> dict[str, int | None]:
+        """The byte length of each of ``keys`` held, accessed as ``_missing`` does; in one trip.
 
-    @abstractmethod
+        ``None`` where the backend cannot tell it without reading the entry: such an entry is
+        only checked for existence (a backend of one's own that implements nothing more).
+        """
+        absent = self._missing(session, keys)
+        return {key: None for key in keys if key not in absent}
+
     def _discard(self, session: str, keys: list[str]) -> None:
         """Remove the (torn) entries of ``keys``; one already gone is not an error."""
+        raise StoreError(f"the store {self.url} cannot remove a torn entry")
 
     def _get_many(self, session: str, keys: list[str]) -> dict[str, bytes]:
         """Each key's ``_get``; a backend with pipelines or ``IN`` queries does it in one trip."""

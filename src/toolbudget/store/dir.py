@@ -488,12 +488,12 @@ class DirStore(Store):
                 self._stamp(directory)
         return absent
 
-    def _sizes(self, session: str, keys: list[str]) -> dict[str, int]:
+    def _sizes(self, session: str, keys: list[str]) -> dict[str, int | None]:
         directory = self._existing_session_dir(session)
         if directory is None:
             return {}
         results = os.path.join(directory, _RESULTS)
-        held: dict[str, int] = {}
+        held: dict[str, int | None] = {}
         for key in keys:
             try:
                 info = os.lstat(os.path.join(results, key + _SUFFIX))

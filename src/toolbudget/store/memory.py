@@ -50,7 +50,7 @@ class MemoryStore(Store):
         with self._lock:
             return {key for key in keys if (session, key) not in self._entries}
 
-    def _sizes(self, session: str, keys: list[str]) -> dict[str, int]:
+    def _sizes(self, session: str, keys: list[str]) -> dict[str, int | None]:
         entries = self._entries
         with self._lock:
             return {key: len(entries[(session, key)]) for key in keys if (session, key) in entries}

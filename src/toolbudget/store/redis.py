@@ -130,7 +130,7 @@ class RedisStore(Store):
             self._fail(f"check {len(keys)} entries", error)
         return {key for key, held in zip(keys, found, strict=True) if not held}
 
-    def _sizes(self, session: str, keys: list[str]) -> dict[str, int]:
+    def _sizes(self, session: str, keys: list[str]) -> dict[str, int | None]:
         # PEXPIRE renews an entry and says whether it exists, STRLEN its length: one round trip.
         try:
             with self._client.pipeline(transaction=False) as pipe:

@@ -184,7 +184,7 @@ class SqliteStore(Store):
         self._touch(list(found.values()), now)
         return {key for key in keys if key not in found}
 
-    def _sizes(self, session: str, keys: list[str]) -> dict[str, int]:
+    def _sizes(self, session: str, keys: list[str]) -> dict[str, int | None]:
         now = self._clock()
         found: dict[str, tuple[int, int]] = {}
         with self._transaction("check entries", write=False) as conn:
