@@ -222,6 +222,10 @@ class Counting(MemoryStore):
         self.calls.append("missing")
         return super()._missing(session, keys)
 
+    def _sizes(self, session: str, keys: list[str]) -> dict[str, int | None]:
+        self.calls.append("missing")  # the check, with each entry's length
+        return super()._sizes(session, keys)
+
     def _put(self, session: str, key: str, data: bytes) -> None:
         self.calls.append("put")
         super()._put(session, key, data)

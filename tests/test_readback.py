@@ -67,6 +67,10 @@ class Counting(DirStore):
         self.calls.append("missing")
         return super()._missing(session, keys)
 
+    def _sizes(self, session: str, keys: list[str]) -> dict[str, int | None]:
+        self.calls.append("missing")  # the check, with each entry's length
+        return super()._sizes(session, keys)
+
     def _put_each(self, session: str, items: dict[str, bytes]) -> set[str]:
         self.calls.append("put_many")
         return super()._put_each(session, items)
@@ -199,6 +203,10 @@ def test_a_record_that_does_not_check_out_is_made_again(
     got = _fresh("torn", store, Policy(), body, "anthropic")
     assert got == want
     assert made.count == len(records)
+
+
+def test_a_record_is_one_of_the_sessions_own_records_not_an_original() -> None:
+    assert MADE_PREFIX.startswith(budget.FORM_PREFIX)
 
 
 def test_a_record_reads_back_only_under_its_own_name_and_whole() -> None:

@@ -41,8 +41,12 @@ __all__ = [
     "summary_inputs",
 ]
 
-MADE_PREFIX = "\x00toolbudget: made from\x00"
-"""What the inputs of a record are archived under, prefixed: never the text of a tool result."""
+MADE_PREFIX = "\x00toolbudget: sent as a cut\x00made from\x00"
+"""What the inputs of a record are archived under, prefixed: never the text of a tool result.
+
+It begins with :data:`toolbudget.budget.FORM_PREFIX`: these are records of cuts too, and
+whatever tells a session's own records from originals (the MCP server's ``stats``) skips them.
+"""
 
 _SHAPERS = ("budget.py", "compaction.py", "marker.py", "tools.py", "measure.py", "readback.py")
 """The modules, besides ``previews/``, whose code decides a preview's or a summary's bytes."""
