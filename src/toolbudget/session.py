@@ -505,6 +505,7 @@ class Session:
         self._hint: tuple[Request, bytes, list[int]] | None = None
         """A request :meth:`_extend` parsed but could not finish: its history's text and sizes."""
         self._schedule = Schedule()
+        self._windows: tuple[Policy, str | None, int] | None = None
         self.last_report: Report | None = None
         """The report of the last ``manage`` call (of any thread)."""
         self._store_error: StoreError | None = None
@@ -673,10 +674,20 @@ class Session:
         given and returned before it: nothing here changes them afterwards,
         and a caller that edits a returned body copies it first.
         """
-        with self._lock, self._request_time():
-            if now is not None:
-                self._schedule.arrive(now)
-            return self._manage(body, api)
+        with self._lock:
+            # One bound on the store for the whole call (see :meth:`_request_time`), set inline:
+            # a generator context manager costs a few percent of a small request.
+            local = self._local
+            outer = getattr(local, "deadline", None) is not None
+            if not outer:
+                local.deadline = Deadline(self.policy.store_timeout)
+            try:
+                if now is not None:
+                    self._schedule.arrive(now)
+                return self._manage(body, api)
+            finally:
+                if not outer:
+                    local.deadline = None
 
     def _manage(self, body: Any, api: str | None) -> Managed:
         primed = self._primed.pop(id(body), None)
@@ -1080,7 +1091,7 @@ class Session:
             counter = self.token_counter
             tokens_before = sum(counter(t) for t in request_texts(before))
             tokens_after = tokens_before if after is before else sum(counter(t) for t in request_texts(after))
-        window = context_window(self.policy, before.model)
+        window = self._window(before.model)
         return Report(
             before.api or "",
             self.id,
@@ -1099,6 +1110,15 @@ class Session:
             window,
             tokens_after > window,
         )
+
+    def _window(self, model: str | None) -> int:
+        """The context window for ``model`` under the session's policy, looked up once per pair."""
+        known = self._windows
+        if known is not None and known[0] is self.policy and known[1] == model:
+            return known[2]
+        window = context_window(self.policy, model)
+        self._windows = (self.policy, model, window)
+        return window
 
     def _sizes(self, api: str | None) -> dict[int, int] | None:
         cache = self._caches.get(api or "")
