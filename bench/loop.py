@@ -10,7 +10,9 @@ three ``orjson.loads`` + ``orjson.dumps`` of the same body, in the same process:
 - ``fresh``: a new ``Session`` with the same id and store (a restarted process:
   code warm, session cold) managing the last request, after an unrelated body
   was managed so imports and compiled patterns are warm; over that request's
-  round trip;
+  round trip. It reads back the previews and summaries the warm session kept
+  in the store (one batched read) instead of making them again;
+  ``--breakdown`` also shows where its time goes;
 - ``headroom``: Headroom's ``compress()`` on the same requests (every request of
   the real sessions; every ``--headroom-every``-th one of the synthetic ones, whose
   requests reach several MB), over ``manage`` on the same requests.
@@ -281,6 +283,65 @@ def breakdown(conversation: Conversation, policy: Policy, store: str) -> dict[st
     return out
 
 
+def fresh_parts(sid: str, store: str, policy: Policy, body: dict[str, Any]) -> dict[str, float]:
+    """Where a fresh ``manage`` of ``body`` goes, each part over the body's round trip (best of 3).
+
+    ``parse`` (the whole body, nothing cached), ``pairing`` (validate and
+    repair), ``schedule`` (the compaction levels, decided again at every
+    earlier request point), ``read back`` (the records of previews and
+    summaries, one batched read), ``store`` (the one check of every key the
+    markers name, and the writes), ``render``, and ``rest`` (caps, the
+    budget's walk, the report).
+    """
+    from toolbudget import budget as budget_module
+    from toolbudget import session as session_module
+    from toolbudget import wire as wire_module
+    from toolbudget.compaction import Schedule
+
+    patches = [
+        (wire_module, "parse", "parse"),
+        (session_module, "repair_checked", "pairing"),
+        (Schedule, "levels", "schedule"),
+        (budget_module, "_read_back", "read back"),
+        (session_module._SessionArchive, "flush", "store"),
+        (wire_module, "render", "render"),
+    ]
+    trip = best_round_trip(orjson.dumps(body))
+    best: dict[str, float] = {}
+    for _ in range(3):
+        spent: dict[str, float] = {}
+
+        def timed_as(name: str, fn: Callable[..., Any], into: dict[str, float]) -> Callable[..., Any]:
+            def run(*args: Any, **kwargs: Any) -> Any:
+                start = time.perf_counter()
+                try:
+                    return fn(*args, **kwargs)
+                finally:
+                    into[name] = into.get(name, 0.0) + time.perf_counter() - start
+
+            return run
+
+        saved = [(owner, attr, getattr(owner, attr)) for owner, attr, _ in patches]
+        for owner, attr, name in patches:
+            setattr(owner, attr, timed_as(name, getattr(owner, attr), spent))
+        try:
+            warm_up(policy)
+            with Session(sid, store=store, policy=policy) as session:
+                gc.disable()
+                start = time.perf_counter()
+                session.manage(body, "anthropic")
+                total = time.perf_counter() - start
+                gc.enable()
+        finally:
+            for owner, attr, fn in saved:
+                setattr(owner, attr, fn)
+        spent["rest"] = total - sum(spent.values())
+        spent["total"] = total
+        if not best or total < best["total"]:
+            best = spent
+    return {name: value / trip for name, value in best.items()}
+
+
 def warm_up(policy: Policy) -> None:
     """Manage an unrelated body, so imports and compiled patterns are warm before any timing."""
     with Session("unrelated", store="memory:", policy=policy) as other:
@@ -367,6 +428,10 @@ def main() -> None:
             if args.breakdown:
                 row["breakdown"] = breakdown(conversation, policy, store)
                 print("  parts: " + "  ".join(f"{k} {v:.2f}x" for k, v in row["breakdown"].items()))
+                sid = "loop-" + hashlib.blake2b(name.encode(), digest_size=6).hexdigest()
+                last = list(request_bodies(conversation))[-1]
+                row["fresh_breakdown"] = fresh_parts(sid, store, policy, last)
+                print("  fresh: " + "  ".join(f"{k} {v:.2f}x" for k, v in row["fresh_breakdown"].items()))
     summary = {
         "headroom": compress is not None,
         "worst_loop_ratio": max(r["loop_ratio"] for r in rows),

@@ -24,6 +24,7 @@ import pytest
 from redis_server import MISSING_REASON, RedisServer, redis_server_binary, start_redis_server
 from toolbudget import StoreConfigError, to_request, wire
 from toolbudget.budget import result_text
+from toolbudget.errors import NotFoundError
 from toolbudget.marker import find_markers
 from toolbudget.model import Conversation, Message, Text, ToolCall, ToolResult
 from toolbudget.policy import Policy
@@ -221,6 +222,10 @@ class Counting(MemoryStore):
         self.calls.append("missing")
         return super()._missing(session, keys)
 
+    def _sizes(self, session: str, keys: list[str]) -> dict[str, int | None]:
+        self.calls.append("missing")  # the check, with each entry's length
+        return super()._sizes(session, keys)
+
     def _put(self, session: str, key: str, data: bytes) -> None:
         self.calls.append("put")
         super()._put(session, key, data)
@@ -231,23 +236,45 @@ class Counting(MemoryStore):
 
 
 def test_each_request_checks_its_keys_in_one_call_and_keeps_again_what_was_lost() -> None:
-    # Each cut keeps three entries: the original, the record that its text was sent as a cut,
-    # and the record of what it was a cut of (its tool, for ``stats``), all in the one batch.
+    # Each cut keeps four entries in the request's one batch: the original, the record that its
+    # text was sent as a cut, the record of what it was a cut of (its tool, for ``stats``), and the
+    # record of its preview by its inputs (read back by a session started again). Only the first
+    # three are named again by later requests.
     store = Counting()
     texts = outputs(6)
     with Session("check", store=store, policy=POLICY) as session:
         session.manage(history(texts[:3]), "anthropic")
-        assert store.calls == ["missing"] + ["put"] * 9
+        assert store.calls == ["missing"] + ["put"] * 12
         store.calls.clear()
         store.drop("check")  # lost behind the session's back
         managed = session.manage(history(texts[:4]), "anthropic")
         assert store.calls.count("missing") == 1 and "get" not in store.calls
-        assert store.calls.count("put") == 12 and len(managed.report.keys_written) == 4
+        # The three entries of every cut kept again, and the new cut's preview record.
+        assert store.calls.count("put") == 13 and len(managed.report.keys_written) == 4
         assert_every_marker_recallable(session, managed.body, texts)
         store.calls.clear()
         session.manage(history(texts[:5]), "anthropic")
         # One check, the new entries, and a look at the rest after the writes (a store may evict).
-        assert store.calls == ["missing", "put", "put", "put", "missing"]
+        assert store.calls == ["missing", "put", "put", "put", "put", "missing"]
+
+
+def test_an_entry_torn_short_is_kept_again_by_the_next_request(tmp_path: Path) -> None:
+    # A power loss can leave a file empty or short under its name (the dir store does not flush
+    # each write); read back, it is checked against its key and reads as missing, so the check
+    # before the next request must take it for missing too and keep it again.
+    texts = outputs(3)
+    with Session("torn", store=f"dir:{tmp_path}", policy=POLICY) as session:
+        first = session.manage(history(texts[:2]), "anthropic")
+        key = first.report.cuts[0].key
+        assert key is not None
+        file = Path(session.store.path(session.id, key) or "")
+        file.write_bytes(file.read_bytes()[:100])
+        with pytest.raises(NotFoundError):
+            session.original(key)
+        managed = session.manage(history(texts), "anthropic")
+        assert managed.report.store_fallbacks == 0 and key in managed.report.keys_written
+        assert_every_marker_recallable(session, managed.body, texts)
+        assert session.original(key) == texts[0]
 
 
 def test_a_lost_key_that_cannot_be_kept_again_is_marked_lost() -> None:

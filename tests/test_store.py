@@ -193,6 +193,47 @@ PAYLOADS = {
 }
 
 
+def test_missing_with_sizes_takes_an_entry_of_another_length_for_torn(store: Store) -> None:
+    whole = b"the whole original\n" * 50
+    store.put("s1", KEY, whole[:7])  # what a power loss may leave under the key
+    assert store.missing("s1", [KEY]) == set()  # existence alone says it is there
+    assert store.missing("s1", [KEY], {KEY: len(whole)}) == {KEY}
+    # Reported missing, it is kept again whole by the put that follows.
+    assert store.put_many("s1", {KEY: whole}) == set()
+    assert store.get("s1", KEY) == whole
+    assert store.missing("s1", [KEY], {KEY: len(whole)}) == set()
+    # A key without a size there is only checked for existence.
+    assert store.missing("s1", [KEY, OTHER], {}) == {OTHER}
+
+
+def test_a_backend_of_ones_own_that_cannot_tell_sizes_checks_existence_only() -> None:
+    class Minimal(Store):
+        url = "minimal:"
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.entries: dict[tuple[str, str], bytes] = {}
+
+        def _put(self, session: str, key: str, data: bytes) -> None:
+            self.entries.setdefault((session, key), data)
+
+        def _get(self, session: str, key: str) -> bytes | None:
+            return self.entries.get((session, key))
+
+        def _find(self, key: str, within: str) -> bytes | None:
+            return None
+
+        def _keys(self, session: str) -> list[str]:
+            return [k for s, k in self.entries if s == session]
+
+        def _drop(self, session: str) -> None:
+            self.entries.clear()
+
+    store = Minimal()
+    store.put("s1", KEY, b"short")
+    assert store.missing("s1", [KEY, OTHER], {KEY: 500, OTHER: 3}) == {OTHER}
+
+
 @pytest.mark.parametrize("payload", PAYLOADS.values(), ids=PAYLOADS.keys())
 def test_round_trip_is_byte_for_byte(store: Store, payload: bytes) -> None:
     store.put("s1", KEY, payload)

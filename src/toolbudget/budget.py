@@ -46,6 +46,9 @@ from .measure import MARKER_ROOM, message_chars
 from .model import Data, Message, Part, Request, Text, Thinking, ToolCall, ToolResult
 from .policy import Policy
 from .previews import Preview, make_preview
+from .readback import MADE_PREFIX, policy_digest, preview_inputs, summary_inputs
+from .readback import read as read_record
+from .readback import record as made_record
 from .tools import EXEC_TOOLS
 from .wire import dumps_text
 
@@ -100,6 +103,26 @@ class Archive:
         named again whenever they are, so it lives and expires with its
         original. Never raises: a record lost costs ``stats`` a tool name, never a cut.
         """
+
+    def key_of(self, text: str) -> str:
+        """``key_for`` of an original that may be kept in this request: an archive may keep it
+        for :meth:`keep`, which then need not hash the text again."""
+        return self.key_for(text)
+
+    def path_of(self, key: str) -> str | None:
+        """The file a file-backed store keeps ``key`` in (whether or not it is there yet), else ``None``."""
+        return None
+
+    def made(self, key: str, text: str) -> None:
+        """Keep ``text`` under ``key`` with this request's writes: a record a later session may
+        read back (see :mod:`toolbudget.readback`), never checked again once kept."""
+
+    def read_made(self, keys: list[str]) -> dict[str, str]:
+        """The records of ``keys`` the store holds, in one round trip; ``{}`` when it fails."""
+        return {}
+
+    cold: bool = False
+    """Nothing was budgeted through this archive yet: its first request reads back what it can."""
 
     memo: dict[tuple[str, int, bool, bool, bool, str | None], Preview]
     """Previews already made, by key, limit and how they were made: a warm session reuses them."""
@@ -431,6 +454,37 @@ class _Cutter:
         self.kept: dict[str, tuple[str | None, str | None]] = {}
         self.known = _known(archive) if archive is not None else None
         self.form_keys: set[str] = set()
+        self._policy_digest: str | None = None
+
+    @property
+    def policy_digest(self) -> str:
+        """What names the policy and the code in a record's inputs (``""``: keep no records)."""
+        if self._policy_digest is None:
+            self._policy_digest = policy_digest(self.policy)
+        return self._policy_digest
+
+    def preview_inputs(self, key: str, path: str | None, limit: int, is_error: bool, reason: str) -> str:
+        """The inputs of the preview :meth:`preview` makes with these arguments (see :mod:`.readback`)."""
+        stderr_limit = self.policy.error_max_chars if reason == "result_cap" else None
+        compacting = reason == COMPACT_PREVIEW
+        ratio = self.policy.microcompact_head_ratio if compacting else self.policy.head_ratio
+        return preview_inputs(self.policy_digest, key, path, limit, ratio, is_error, stderr_limit, self.route)
+
+    def summary_inputs(self, key: str, path: str | None, slot: _Slot) -> str:
+        """The inputs of the summary :meth:`summarize` makes of ``slot``."""
+        return summary_inputs(
+            self.policy_digest, key, path, slot.tool, slot.call, slot.result.is_error, self.route
+        )
+
+    def _keep_made(self, inputs: str, made: Preview) -> None:
+        """Archive what was just made, keyed by its inputs, for a session started again to read back."""
+        archive = self.archive
+        if archive is None or not self.policy_digest:
+            return
+        name = archive.key_for(MADE_PREFIX + inputs)
+        text = made_record(name, made, archive.key_for)
+        if text is not None:
+            archive.made(name, text)
 
     def store(self, text: str) -> tuple[str | None, str | None]:
         """Archive ``text`` once per transform; ``(None, None)`` when the store failed."""
@@ -492,6 +546,10 @@ class _Cutter:
             )
             if memo is not None:
                 memo[memo_key] = made
+                if reason != "turn_budget":  # its limit depends on the turn: never looked up
+                    self._keep_made(
+                        self.preview_inputs(key or "", path, limit, slot.result.is_error, reason), made
+                    )
         self._set(slot, made.text, made.kind, key, reason)
 
     def summarize(self, slot: _Slot) -> None:
@@ -519,6 +577,8 @@ class _Cutter:
             text = "\n".join([line, *summary.errors])
             if memo is not None:
                 memo[memo_key] = text
+                made = Preview(text, "summary", max(0, len(original) - kept), summary.detail)
+                self._keep_made(self.summary_inputs(key or "", path, slot), made)
         if len(text) < len(slot.current):
             self._set(slot, text, "summary", key, COMPACT_SUMMARY)
 
@@ -602,6 +662,9 @@ def enforce(
         request, sizes = unfolded, None
     slots, seen = _slots(request, policy, archive)
     cutter = _Cutter(policy, archive, on_store_error, recall_route(request))
+    if archive is not None and archive.cold:
+        archive.cold = False
+        _read_back(slots, policy, cutter)
     for slot in slots:
         _cap(slot, policy, cutter)
     event = False
@@ -791,6 +854,67 @@ def extend(
             bool(infos),
         )
     return Budgeted(result, all_cuts, all_unreachable, 0, seen, False, form_keys, after)
+
+
+def _read_back(slots: Sequence[_Slot], policy: Policy, cutter: _Cutter) -> None:
+    """Fill the memos of a cold archive with the previews and summaries the store already holds.
+
+    For every result that may be cut (over its cap, or old enough and large
+    enough for compaction), the records of what the cap, compaction's preview
+    and its summary would make are read in one round trip; each one that checks
+    out (see :mod:`toolbudget.readback`) goes into the memo, where :class:`_Cutter`
+    finds it as if this session had made it. The turn budget's previews, whose
+    limits depend on the whole turn, are made as before.
+    """
+    archive, known = cutter.archive, cutter.known
+    if archive is None or known is None or not cutter.policy_digest:
+        return
+    memo = archive.memo
+    compact_limit = policy.microcompact_head_chars + policy.microcompact_tail_chars + MARKER_ROOM
+    previews: dict[str, tuple[str, int, bool, bool, bool, str | None]] = {}
+    summaries: dict[str, tuple[str, str | None, str, bool, str | None]] = {}
+    route = cutter.route
+    for slot in slots:
+        if slot.protected:
+            continue
+        original = slot.original
+        size = len(original)
+        is_error = slot.result.is_error
+        cap = policy.cap_for(slot.tool, is_error=is_error)
+        compactable = size > policy.microcompact_min_chars and not slot.exempt
+        if size <= cap and not (compactable and size > compact_limit):
+            continue
+        key = archive.key_of(original)
+        path = archive.path_of(key)
+        if size > cap:
+            limit = min(cap, policy.preview_chars + MARKER_ROOM)
+            if (key, limit, is_error, True, False, route) not in memo:
+                inputs = cutter.preview_inputs(key, path, limit, is_error, "result_cap")
+                previews[archive.key_for(MADE_PREFIX + inputs)] = (key, limit, is_error, True, False, route)
+        if compactable:
+            if size > compact_limit and (key, compact_limit, is_error, False, True, route) not in memo:
+                inputs = cutter.preview_inputs(key, path, compact_limit, is_error, COMPACT_PREVIEW)
+                previews[archive.key_for(MADE_PREFIX + inputs)] = (
+                    key,
+                    compact_limit,
+                    is_error,
+                    False,
+                    True,
+                    route,
+                )
+            summary_key = (key, slot.tool, key_argument(slot.call), is_error, route)
+            if summary_key not in known.summaries:
+                summaries[archive.key_for(MADE_PREFIX + cutter.summary_inputs(key, path, slot))] = summary_key
+    if not previews and not summaries:
+        return
+    for name, data in archive.read_made(sorted({*previews, *summaries})).items():
+        made = read_record(data, name, archive.key_for)
+        if made is None:
+            continue
+        if name in previews:
+            memo[previews[name]] = made
+        else:
+            known.summaries[summaries[name]] = made.text
 
 
 def _infos(slots: Sequence[_Slot], policy: Policy) -> list[SlotInfo]:

@@ -305,22 +305,34 @@ def _same_request(a: Request, b: Request) -> bool:
 
 
 def _check_and_keep(
-    store: Store, session: str, keys: list[str], pending: Mapping[str, str]
+    store: Store,
+    session: str,
+    keys: list[str],
+    pending: Mapping[str, str],
+    records: Mapping[str, str] | None = None,
+    sizes: Mapping[str, int] | None = None,
 ) -> tuple[set[str], set[str], StoreError | None]:
     """Which of ``keys`` were absent, which of those could not be kept, and why.
 
     The writes come with a look at the other keys after them: a store that
-    evicts may have dropped an old entry to make room for a new one.
+    evicts may have dropped an old entry to make room for a new one. With
+    ``sizes``, an entry of another length (torn by a power loss) is kept again.
+    ``records`` (see :mod:`toolbudget.readback`) are written after the entries
+    the markers name, in the same batch, so a store that is nearly full keeps
+    those first; nothing checks them.
     """
-    absent = store.missing(session, keys)
-    if not absent:
+    absent = store.missing(session, keys, sizes)
+    if not absent and not records:
         return absent, set(), None
     items = {key: pending[key].encode("utf-8", "surrogatepass") for key in sorted(absent)}
+    for key in sorted(records or ()):
+        items.setdefault(key, (records or {})[key].encode("utf-8", "surrogatepass"))
     held = [key for key in keys if key not in absent]
     try:
-        return absent, store.put_many(session, items, held), None
+        failed = store.put_many(session, items, held)
     except StoreError as exc:
         return absent, absent, exc
+    return absent, failed - (records or {}).keys(), None
 
 
 class _SessionArchive(Archive):
@@ -340,7 +352,18 @@ class _SessionArchive(Archive):
         self.forms: set[str] = set()
         self.form_keys: dict[str, str] = {}
         self.pending: dict[str, str] | None = None
+        self.records: dict[str, str] = {}
+        """Records of previews and summaries made in this request (see :mod:`toolbudget.readback`):
+        kept with its writes, but not named by its markers, so no later request checks them."""
+        self.keyed: dict[str, str] = {}
+        """Keys of originals worked out ahead in this request (:meth:`key_of`), by text."""
         self.lost: frozenset[str] = frozenset()
+        self.cold = True
+        self.sizes: dict[str, int] = {}
+        """The byte length of each entry this session keeps, by key: a shorter one is torn."""
+        self.cut_records: set[str] = set()
+        """Keys of the records of cuts (:func:`toolbudget.budget.cut_record`): checked for
+        presence only, since the first cut's record stands and a later cut's text may differ."""
         self.secret = hashlib.blake2b(
             session.id.encode("utf-8", "surrogatepass"), digest_size=32, person=b"toolbudget-key"
         ).digest()
@@ -350,8 +373,47 @@ class _SessionArchive(Archive):
             text.encode("utf-8", "surrogatepass"), key=self.secret, digest_size=16
         ).hexdigest()
 
+    def _key_and_size(self, text: str) -> str:
+        """``key_for(text)``, noting the entry's byte length for the check before each request."""
+        data = text.encode("utf-8", "surrogatepass")
+        key = hashlib.blake2b(data, key=self.secret, digest_size=16).hexdigest()
+        self.sizes[key] = len(data)
+        return key
+
+    def key_of(self, text: str) -> str:
+        key = self.keyed.get(text)
+        if key is None:
+            key = self.keyed[text] = self._key_and_size(text)
+        return key
+
+    def sizes_of(self, pending: Mapping[str, str]) -> dict[str, int]:
+        """The byte length of each entry ``pending`` names: what the store must hold for each."""
+        sizes = self.sizes
+        records = self.cut_records
+        for key in pending.keys() - sizes.keys() - records:
+            sizes[key] = len(pending[key].encode("utf-8", "surrogatepass"))
+        return {key: sizes[key] for key in pending if key not in records}
+
+    def path_of(self, key: str) -> str | None:
+        try:
+            return self.session.store.location(self.session.id, key)
+        except StoreError:
+            return None  # a store that failed keeps nothing: what is read back is made again
+
+    def made(self, key: str, text: str) -> None:
+        if self.pending is not None:
+            self.records[key] = text
+
+    def read_made(self, keys: list[str]) -> dict[str, str]:
+        session = self.session
+        try:
+            found: dict[str, bytes] = session._store_call(session.store.get_many, session.id, keys)
+        except StoreError:
+            return {}  # made again, as if nothing had been kept
+        return {key: data.decode("utf-8", "surrogatepass") for key, data in found.items()}
+
     def keep(self, text: str) -> tuple[str, str | None]:
-        key = self.key_for(text)
+        key = self.keyed.pop(text, None) or self._key_and_size(text)
         session = self.session
         if self.pending is not None:
             self.still(key, text)
@@ -368,6 +430,7 @@ class _SessionArchive(Archive):
             self.pending[key] = text
 
     def record(self, key: str, text: str) -> None:
+        self.cut_records.add(key)
         if self.pending is not None:
             self.pending[key] = text
             return
@@ -377,14 +440,24 @@ class _SessionArchive(Archive):
             session._store_call(session.store.put, session.id, key, text.encode("utf-8", "surrogatepass"))
 
     def collect(self) -> None:
+        # Records made by an attempt that gave way to the whole pipeline are still written by
+        # its flush: the memo then holds them, so nothing would make them again.
         self.pending = {}
+        self.keyed = {}
         self.lost = frozenset()
 
     def flush(self) -> frozenset[str]:
-        """Make sure the store holds every key noted since :meth:`collect`; returns the keys it could not."""
+        """Make sure the store holds every key noted since :meth:`collect`; returns the keys it could not.
+
+        The records made in the request are written in the same trip; one that
+        could not be kept is not a lost key (nothing promises it).
+        """
         pending, self.pending = self.pending, None
-        if not pending:
+        records, self.records = self.records, {}
+        self.keyed = {}
+        if not pending and not records:
             return frozenset()
+        pending = pending or {}
         session = self.session
         keys = sorted(pending)
         try:
@@ -394,7 +467,9 @@ class _SessionArchive(Archive):
             return frozenset(keys)
         try:
             # One trip to the store's worker for the check and the writes.
-            absent, failed, error = session._store_call(_check_and_keep, store, session.id, keys, pending)
+            absent, failed, error = session._store_call(
+                _check_and_keep, store, session.id, keys, pending, records, self.sizes_of(pending)
+            )
         except StoreError as exc:
             session._store_failed(exc)
             return frozenset(keys)  # nothing could be checked: no marker may promise a key
@@ -523,6 +598,7 @@ class Session:
         self._hint: tuple[Request, bytes, list[int]] | None = None
         """A request :meth:`_extend` parsed but could not finish: its history's text and sizes."""
         self._schedule = Schedule()
+        self._windows: tuple[Policy, str | None, int] | None = None
         self.last_report: Report | None = None
         """The report of the last ``manage`` call (of any thread)."""
         self._store_error: StoreError | None = None
@@ -701,10 +777,20 @@ class Session:
         given and returned before it: nothing here changes them afterwards,
         and a caller that edits a returned body copies it first.
         """
-        with self._lock, self._request_time():
-            if now is not None:
-                self._schedule.arrive(now)
-            return self._manage(body, api)
+        with self._lock:
+            # One bound on the store for the whole call (see :meth:`_request_time`), set inline:
+            # a generator context manager costs a few percent of a small request.
+            local = self._local
+            outer = getattr(local, "deadline", None) is not None
+            if not outer:
+                local.deadline = Deadline(self.policy.store_timeout)
+            try:
+                if now is not None:
+                    self._schedule.arrive(now)
+                return self._manage(body, api)
+            finally:
+                if not outer:
+                    local.deadline = None
 
     def _manage(self, body: Any, api: str | None) -> Managed:
         primed = self._primed.pop(id(body), None)
@@ -1046,7 +1132,9 @@ class Session:
         if not keys:
             return True
         try:
-            return not self._store_call(self.store.missing, self.id, keys)
+            known = self.archive.sizes
+            sizes = {key: known[key] for key in keys if key in known}
+            return not self._store_call(self.store.missing, self.id, keys, sizes)
         except StoreError:
             return False  # cut again: what cannot be checked is not promised
 
@@ -1120,7 +1208,7 @@ class Session:
             counter = self.token_counter
             tokens_before = sum(counter(t) for t in request_texts(before))
             tokens_after = tokens_before if after is before else sum(counter(t) for t in request_texts(after))
-        window = context_window(self.policy, before.model)
+        window = self._window(before.model)
         return Report(
             before.api or "",
             self.id,
@@ -1139,6 +1227,15 @@ class Session:
             window,
             tokens_after > window,
         )
+
+    def _window(self, model: str | None) -> int:
+        """The context window for ``model`` under the session's policy, looked up once per pair."""
+        known = self._windows
+        if known is not None and known[0] is self.policy and known[1] == model:
+            return known[2]
+        window = context_window(self.policy, model)
+        self._windows = (self.policy, model, window)
+        return window
 
     def _sizes(self, api: str | None) -> dict[int, int] | None:
         cache = self._caches.get(api or "")

@@ -13,6 +13,7 @@ import hashlib
 import re
 import threading
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from types import TracebackType
 from typing import Self
 
@@ -98,7 +99,11 @@ class Store(ABC):
     - ``missing(session, keys)`` says which of ``keys`` the store does not hold,
       in one round trip, and counts as an access of those it holds (their TTL
       starts again): a request checks every key its markers name before it goes
-      out. ``put_many`` keeps several entries, in one round trip where it can.
+      out. With ``sizes`` (the byte length each key's entry must have), an entry
+      held at another length is torn (a power loss left it empty or short, and
+      ``get`` verified against its key reads it as missing): it is removed and
+      reported missing, so that the ``put`` that follows keeps it whole again.
+      ``put_many`` keeps several entries, in one round trip where it can.
     - ``get_many(session, keys)`` is ``get`` of several keys in one round trip:
       a dict of those the store holds (each accessed), absent ones left out.
       A session started again reads back what it worked out before this way.
@@ -182,12 +187,27 @@ class Store(ABC):
         self._check_open()
         return self._get_many(session, wanted) if wanted else {}
 
-    def missing(self, session: str, keys: list[str]) -> set[str]:
-        """Which of ``keys`` the store does not hold; the ones it holds are accessed."""
+    def missing(self, session: str, keys: list[str], sizes: Mapping[str, int] | None = None) -> set[str]:
+        """Which of ``keys`` the store does not hold; the ones it holds are accessed.
+
+        With ``sizes``, an entry of another byte length than its size there is
+        removed and counted as missing (see the class's contract).
+        """
         self._check_session(session)
         wanted = [key for key in dict.fromkeys(keys) if is_key(key)]
         self._check_open()
-        absent = self._missing(session, wanted) if wanted else set()
+        if not wanted:
+            absent: set[str] = set()
+        elif sizes is None:
+            absent = self._missing(session, wanted)
+        else:
+            held = self._sizes(session, wanted)
+            torn = sorted(
+                key for key, size in held.items() if size is not None and sizes.get(key, size) != size
+            )
+            if torn:
+                self._discard(session, torn)
+            absent = {key for key in wanted if key not in held} | set(torn)
         return absent | {key for key in keys if not is_key(key)}
 
     def location(self, session: str, key: str) -> str | None:
@@ -267,6 +287,19 @@ class Store(ABC):
 
     def _missing(self, session: str, keys: list[str]) -> set[str]:
         return {key for key in keys if self._get(session, key) is None}
+
+    def _sizes(self, session: str, keys: list[str]) -> dict[str, int | None]:
+        """The byte length of each of ``keys`` held, accessed as ``_missing`` does; in one trip.
+
+        ``None`` where the backend cannot tell it without reading the entry: such an entry is
+        only checked for existence (a backend of one's own that implements nothing more).
+        """
+        absent = self._missing(session, keys)
+        return {key: None for key in keys if key not in absent}
+
+    def _discard(self, session: str, keys: list[str]) -> None:
+        """Remove the (torn) entries of ``keys``; one already gone is not an error."""
+        raise StoreError(f"the store {self.url} cannot remove a torn entry")
 
     def _get_many(self, session: str, keys: list[str]) -> dict[str, bytes]:
         """Each key's ``_get``; a backend with pipelines or ``IN`` queries does it in one trip."""

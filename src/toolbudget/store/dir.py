@@ -488,6 +488,39 @@ class DirStore(Store):
                 self._stamp(directory)
         return absent
 
+    def _sizes(self, session: str, keys: list[str]) -> dict[str, int | None]:
+        directory = self._existing_session_dir(session)
+        if directory is None:
+            return {}
+        results = os.path.join(directory, _RESULTS)
+        held: dict[str, int | None] = {}
+        for key in keys:
+            try:
+                info = os.lstat(os.path.join(results, key + _SUFFIX))
+            except FileNotFoundError:
+                continue
+            except OSError as error:
+                raise StoreError(f"cannot look at {results}: {_why(error)}") from error
+            if stat.S_ISREG(info.st_mode):
+                held[key] = info.st_size
+        if held:
+            with contextlib.suppress(OSError):
+                self._stamp(directory)
+        return held
+
+    def _discard(self, session: str, keys: list[str]) -> None:
+        directory = self._existing_session_dir(session)
+        if directory is None:
+            return
+        results = os.path.join(directory, _RESULTS)
+        for key in keys:
+            try:
+                os.unlink(os.path.join(results, key + _SUFFIX))
+            except FileNotFoundError:
+                pass
+            except OSError as error:
+                raise StoreError(f"cannot remove a torn entry from {results}: {_why(error)}") from error
+
     def _keys(self, session: str) -> list[str]:
         directory = self._existing_session_dir(session)
         if directory is None:

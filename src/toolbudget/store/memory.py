@@ -50,6 +50,16 @@ class MemoryStore(Store):
         with self._lock:
             return {key for key in keys if (session, key) not in self._entries}
 
+    def _sizes(self, session: str, keys: list[str]) -> dict[str, int | None]:
+        entries = self._entries
+        with self._lock:
+            return {key: len(entries[(session, key)]) for key in keys if (session, key) in entries}
+
+    def _discard(self, session: str, keys: list[str]) -> None:
+        with self._lock:
+            for key in keys:
+                self._entries.pop((session, key), None)
+
     def _keys(self, session: str) -> list[str]:
         with self._lock:
             return [key for (owner, key) in self._entries if owner == session]

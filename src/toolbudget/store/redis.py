@@ -130,6 +130,27 @@ class RedisStore(Store):
             self._fail(f"check {len(keys)} entries", error)
         return {key for key, held in zip(keys, found, strict=True) if not held}
 
+    def _sizes(self, session: str, keys: list[str]) -> dict[str, int | None]:
+        # PEXPIRE renews an entry and says whether it exists, STRLEN its length: one round trip.
+        try:
+            with self._client.pipeline(transaction=False) as pipe:
+                for key in keys:
+                    name = self._name(session, key)
+                    pipe.pexpire(name, self._ttl_ms)
+                    pipe.strlen(name)
+                replies = pipe.execute()
+        except self._errors as error:
+            self._fail(f"check {len(keys)} entries", error)
+        return {
+            key: int(size) for key, held, size in zip(keys, replies[::2], replies[1::2], strict=True) if held
+        }
+
+    def _discard(self, session: str, keys: list[str]) -> None:
+        try:
+            self._client.delete(*(self._name(session, key) for key in keys))
+        except self._errors as error:
+            self._fail(f"remove {len(keys)} torn entries", error)
+
     def _get_many(self, session: str, keys: list[str]) -> dict[str, bytes]:
         # GETEX reads and renews each entry; the pipeline makes them one round trip.
         try:

@@ -184,6 +184,31 @@ class SqliteStore(Store):
         self._touch(list(found.values()), now)
         return {key for key in keys if key not in found}
 
+    def _sizes(self, session: str, keys: list[str]) -> dict[str, int | None]:
+        now = self._clock()
+        found: dict[str, tuple[int, int]] = {}
+        with self._transaction("check entries", write=False) as conn:
+            for start in range(0, len(keys), 500):
+                chunk = keys[start : start + 500]
+                marks = ",".join("?" * len(chunk))
+                rows = conn.execute(
+                    "SELECT key, id, length(data) FROM entries"
+                    f" WHERE session = ? AND atime >= ? AND key IN ({marks})",
+                    (_session_id(session), now - self.ttl, *chunk),
+                ).fetchall()
+                found.update((key, (row_id, size)) for key, row_id, size in rows)
+        self._touch([row_id for row_id, _ in found.values()], now)
+        return {key: size for key, (_, size) in found.items()}
+
+    def _discard(self, session: str, keys: list[str]) -> None:
+        if self.read_only:
+            raise StoreError(f"cannot remove a torn entry: {self.file} is open read-only (no write access)")
+        with self._transaction(f"remove {len(keys)} torn entries") as conn:
+            conn.executemany(
+                "DELETE FROM entries WHERE session = ? AND key = ?",
+                [(_session_id(session), key) for key in keys],
+            )
+
     def _get_many(self, session: str, keys: list[str]) -> dict[str, bytes]:
         now = self._clock()
         found: dict[str, bytes] = {}

@@ -1,0 +1,222 @@
+"""A session started again reads back the previews and summaries its store holds.
+
+The proof that reading back is sound is that the fresh session sends the very
+bytes of one that made everything again, and of the warm session, on the
+longest shared sessions; the proof that it is worth it is that the fresh
+session makes none of the previews and summaries the warm one made, in one
+batched read. A record of another policy, or one that does not check out, is
+never used.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from toolbudget import budget, to_request
+from toolbudget.incremental import HISTORY
+from toolbudget.model import Conversation
+from toolbudget.policy import Policy
+from toolbudget.previews import Preview
+from toolbudget.readback import MADE_PREFIX, read, record
+from toolbudget.session import Session, _SessionArchive
+from toolbudget.store.dir import DirStore
+
+MODEL = "claude-sonnet-4-5-20250929"
+
+
+def bodies(conversation: Conversation, api: str) -> Iterator[dict[str, Any]]:
+    """The requests an agent sends: the history before each assistant turn, each a new body."""
+    full = to_request(conversation, api, model=MODEL)
+    key = HISTORY[api]
+    entries = full[key]
+
+    def assistant(entry: dict[str, Any]) -> bool:
+        return entry.get("role") in ("assistant", "model") or entry.get("type") in (
+            "function_call",
+            "reasoning",
+        )
+
+    for i in range(1, len(entries)):
+        if assistant(entries[i]) and not assistant(entries[i - 1]):
+            yield orjson.loads(orjson.dumps({**full, key: entries[:i]}))
+    if entries and not assistant(entries[-1]):
+        yield orjson.loads(orjson.dumps(full))
+
+
+class Counting(DirStore):
+    """A directory store that counts the calls a request makes of it."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self.calls: list[str] = []
+
+    def _get(self, session: str, key: str) -> bytes | None:
+        self.calls.append("get")
+        return super()._get(session, key)
+
+    def _get_many(self, session: str, keys: list[str]) -> dict[str, bytes]:
+        self.calls.append("get_many")
+        return super()._get_many(session, keys)
+
+    def _missing(self, session: str, keys: list[str]) -> set[str]:
+        self.calls.append("missing")
+        return super()._missing(session, keys)
+
+    def _sizes(self, session: str, keys: list[str]) -> dict[str, int | None]:
+        self.calls.append("missing")  # the check, with each entry's length
+        return super()._sizes(session, keys)
+
+    def _put_each(self, session: str, items: dict[str, bytes]) -> set[str]:
+        self.calls.append("put_many")
+        return super()._put_each(session, items)
+
+
+class Made:
+    """Counts the previews and summaries made (not found in a memo)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.count = 0
+        preview, summarize = getattr(budget, "make_preview"), getattr(budget, "summarize_result")  # noqa: B009
+
+        def counted_preview(*args: Any, **kwargs: Any) -> Any:
+            self.count += 1
+            return preview(*args, **kwargs)
+
+        def counted_summary(*args: Any, **kwargs: Any) -> Any:
+            self.count += 1
+            return summarize(*args, **kwargs)
+
+        monkeypatch.setattr(budget, "make_preview", counted_preview)
+        monkeypatch.setattr(budget, "summarize_result", counted_summary)
+
+
+def _fresh(sid: str, store: DirStore, policy: Policy, body: dict[str, Any], api: str) -> bytes:
+    with Session(sid, store=store, policy=policy) as session:
+        return orjson.dumps(session.manage(orjson.loads(orjson.dumps(body)), api).body)
+
+
+def _longest(real: list[tuple[str, Conversation]], n: int) -> list[tuple[str, Conversation]]:
+    return sorted(real, key=lambda item: (len(item[1].messages), item[0]), reverse=True)[:n]
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize("api", ["anthropic", "openai-chat"])
+def test_a_fresh_session_reads_back_in_one_batch_and_sends_the_same_bytes(
+    real: list[tuple[str, Conversation]], api: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    policy = Policy()
+    made = Made(monkeypatch)
+    read_back = 0
+    for n, (name, conversation) in enumerate(_longest(real, 6)):
+        store = Counting(tmp_path / f"s{n}")
+        sid = f"fresh-{n}"
+        requests = list(bodies(conversation, api))
+        with Session(sid, store=store, policy=policy) as warm:
+            for body in requests:
+                managed = warm.manage(body, api)
+        want = orjson.dumps(managed.body)
+        warm_made = made.count
+
+        store.calls.clear()
+        made.count = 0
+        got = _fresh(sid, store, policy, requests[-1], api)
+        fresh_made, fresh_calls = made.count, list(store.calls)
+
+        # From scratch: the same cold session, with nothing read back.
+        monkeypatch.setattr(_SessionArchive, "read_made", lambda self, keys: {})
+        made.count = 0
+        scratch = _fresh(sid, store, policy, requests[-1], api)
+        scratch_made = made.count
+        monkeypatch.undo()
+        made = Made(monkeypatch)
+
+        assert got == scratch == want, name
+        # One batched read, and the one check of the keys its markers name; nothing read one by one.
+        assert fresh_calls.count("get_many") == 1 and "get" not in fresh_calls, (name, fresh_calls)
+        assert fresh_calls.count("missing") == 1, (name, fresh_calls)
+        assert warm_made > 0 and scratch_made > 0, name
+        # Only the turn budget's previews (their limits depend on the whole turn) are made again.
+        assert fresh_made < scratch_made, (name, fresh_made, scratch_made)
+        read_back += scratch_made - fresh_made
+    assert read_back > 0
+
+
+def _turns(count: int, size: int = 30_000) -> dict[str, Any]:
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "fix the build"}]
+    for t in range(count):
+        text = "".join(f"{t}: compiling unit {n} of the build, no warnings\n" for n in range(size // 48))
+        call = {"type": "tool_use", "id": f"c{t}", "name": "Bash", "input": {"command": f"make unit{t}"}}
+        result = {"type": "tool_result", "tool_use_id": f"c{t}", "content": text}
+        messages += [{"role": "assistant", "content": [call]}, {"role": "user", "content": [result]}]
+    return {"model": MODEL, "max_tokens": 100, "messages": messages}
+
+
+def _scratch(
+    sid: str, store: DirStore, policy: Policy, body: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> bytes:
+    """What a cold session sends when it reads nothing back."""
+    with monkeypatch.context() as patch:
+        patch.setattr(_SessionArchive, "read_made", lambda self, keys: {})
+        return _fresh(sid, store, policy, body, "anthropic")
+
+
+def test_a_record_of_another_policy_is_never_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = DirStore(tmp_path)
+    body = _turns(12)
+    with Session("pol", store=store, policy=Policy()) as warm:
+        warm.manage(body, "anthropic")
+    same = Made(monkeypatch)
+    _fresh("pol", store, Policy(), body, "anthropic")
+    assert same.count == 0  # the policy that made them reads every one back
+    other = Policy(preview_head_chars=900)
+    made = Made(monkeypatch)
+    got = _fresh("pol", store, other, body, "anthropic")
+    assert made.count == 12  # each cap preview made again under its own policy
+    assert got == _scratch("pol", store, other, body, monkeypatch)
+
+
+def test_a_record_that_does_not_check_out_is_made_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = DirStore(tmp_path)
+    body = _turns(12)
+    with Session("torn", store=store, policy=Policy()) as warm:
+        want = orjson.dumps(warm.manage(body, "anthropic").body)
+    records = []
+    for key in store.keys("torn"):
+        data = store.get("torn", key)
+        assert data is not None
+        if data.startswith(MADE_PREFIX.encode()):
+            records.append(key)
+    assert len(records) == 12
+    for n, key in enumerate(records):
+        file = Path(store.path("torn", key) or "")
+        data = file.read_bytes()
+        # Torn short, or one character of its text changed: neither may be read back.
+        file.write_bytes(data[: len(data) // 2] if n % 2 else data[:-1] + b"#")
+    made = Made(monkeypatch)
+    got = _fresh("torn", store, Policy(), body, "anthropic")
+    assert got == want
+    assert made.count == len(records)
+
+
+def test_a_record_is_one_of_the_sessions_own_records_not_an_original() -> None:
+    assert MADE_PREFIX.startswith(budget.FORM_PREFIX)
+
+
+def test_a_record_reads_back_only_under_its_own_name_and_whole() -> None:
+    def digest(text: str) -> str:
+        return str(len(text)) + text[:3]
+
+    made = Preview("head\n[toolbudget: omitted 5 of 9 chars]\ntail", "log", 5, "2 lines")
+    data = record("abc", made, digest)
+    assert data is not None and read(data, "abc", digest) == made
+    assert read(data, "abd", digest) is None
+    assert read(data[:-1], "abc", digest) is None
+    assert read(data.replace("\n5\n", "\nx\n"), "abc", digest) is None
+    assert record("abc", Preview("t", "log", 1, "two\nlines"), digest) is None
