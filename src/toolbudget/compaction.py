@@ -60,7 +60,7 @@ from bisect import bisect_left
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from itertools import islice
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -70,6 +70,9 @@ from .models import context_window
 from .policy import Policy
 from .previews import STRATEGY, detect, split_envelope
 from .prices import ANTHROPIC_5M, PriceModel, price_for
+
+if TYPE_CHECKING:
+    from .coldrecord import StoreRecord as ColdRecord
 from .tools import EDITOR_TOOLS, EXEC_TOOLS, FILE_VIEW_TOOLS, REPORT_TOOLS, WRITE_TOOLS
 
 __all__ = [
@@ -191,6 +194,11 @@ class Schedule:
         self._cold_used: frozenset[int] = frozenset()
         self._last_arrival: float | None = None
         self._gap: float | None = None
+        self._now: float | None = None
+        self._arrived: int | None = None
+        self.record: ColdRecord | None = None
+        """Where the session keeps its arrivals and cold points (:mod:`toolbudget.coldrecord`):
+        read before a timed request whose previous request this schedule did not see."""
 
     def arrive(self, now: float) -> None:
         """A request arrives at ``now`` (seconds): the next ``levels`` call is that request.
@@ -202,6 +210,7 @@ class Schedule:
         """
         last, self._last_arrival = self._last_arrival, now
         self._gap = None if last is None else now - last
+        self._now = now
 
     @property
     def cold_points(self) -> frozenset[int]:
@@ -232,6 +241,8 @@ class Schedule:
         """
         self.fired_now = False
         self.folded = 0
+        # What ``arrive`` said holds for this request only, whether it is decided here or not.
+        (gap, arrival), self._gap, self._now = (self._gap, self._now), None, None
         if policy.compaction == "off" or not slots:
             return [LEVEL_NONE] * len(slots)
         carry, self._carry = self._carry, None
@@ -258,7 +269,8 @@ class Schedule:
         frame = (window_chars, fixed, price)
         resume = self._resume(same, points) if frame == self._frame else 0
         self._frame = frame
-        gap, self._gap = self._gap, None
+        if arrival is not None:
+            gap = self._timed_gap(points, arrival, gap)
         if price.cold_after(gap) and resume < len(points):
             # A new request after the cache expired (a retry of a decided one is not new).
             self._cold.add(points[-1])
@@ -355,6 +367,21 @@ class Schedule:
             fold,
         )
         return [*state, *([LEVEL_NONE] * (len(slots) - len(state)))]
+
+    def _timed_gap(self, points: Sequence[int], now: float, gap: float | None) -> float | None:
+        """The gap before a timed request, with what the record says when this schedule did
+        not see the previous request itself (a fresh session, or another replica sent it).
+
+        ``None`` when the record shows this request point arrived before: a retry is not new.
+        """
+        seen, self._arrived = self._arrived, points[-1]
+        if self.record is None or (seen is not None and seen in points[-2:]):
+            return gap
+        found = self.record.read(points)
+        self._cold.update(found.cold)
+        if found.decided:
+            return None
+        return gap if found.previous is None else now - found.previous
 
     def _same(self, messages: tuple[Message, ...]) -> int:
         """How many of ``messages`` begin the last history (the same objects)."""

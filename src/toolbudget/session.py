@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
+import math
 import threading
 import weakref
 from collections.abc import Callable, Iterator, Mapping
@@ -34,6 +35,7 @@ from typing import Any
 
 from . import wire
 from .budget import Archive, Budgeted, Cut, Unreachable, cut_fresh, enforce, extend
+from .coldrecord import StoreRecord
 from .compaction import Schedule
 from .errors import InputError, NotFoundError, StoreConfigError, StoreError, ToolbudgetError
 from .incremental import (
@@ -227,22 +229,31 @@ def _same_request(a: Request, b: Request) -> bool:
 
 
 def _check_and_keep(
-    store: Store, session: str, keys: list[str], pending: Mapping[str, str]
+    store: Store,
+    session: str,
+    keys: list[str],
+    pending: Mapping[str, str],
+    record: Mapping[str, bytes] | None = None,
 ) -> tuple[set[str], set[str], StoreError | None]:
     """Which of ``keys`` were absent, which of those could not be kept, and why.
 
     The writes come with a look at the other keys after them: a store that
-    evicts may have dropped an old entry to make room for a new one.
+    evicts may have dropped an old entry to make room for a new one. The
+    ``record`` entries (:mod:`toolbudget.coldrecord`) go with the writes
+    unasked: a ``put`` of an entry the store holds only renews it.
     """
-    absent = store.missing(session, keys)
-    if not absent:
+    absent = store.missing(session, keys) if keys else set()
+    if not absent and not record:
         return absent, set(), None
     items = {key: pending[key].encode("utf-8", "surrogatepass") for key in sorted(absent)}
+    if record:
+        items.update(record)
     held = [key for key in keys if key not in absent]
     try:
-        return absent, store.put_many(session, items, held), None
+        failed = store.put_many(session, items, held)
     except StoreError as exc:
         return absent, absent, exc
+    return absent, failed - record.keys() if record else failed, None
 
 
 class _SessionArchive(Archive):
@@ -293,10 +304,14 @@ class _SessionArchive(Archive):
         self.pending = {}
         self.lost = frozenset()
 
-    def flush(self) -> frozenset[str]:
-        """Make sure the store holds every key noted since :meth:`collect`; returns the keys it could not."""
+    def flush(self, record: Mapping[str, bytes] | None = None) -> frozenset[str]:
+        """Make sure the store holds every key noted since :meth:`collect`; returns the keys it could not.
+
+        ``record`` entries (the request's arrival and cold points) are written in the same trip.
+        """
         pending, self.pending = self.pending, None
-        if not pending:
+        pending = pending or {}
+        if not pending and not record:
             return frozenset()
         session = self.session
         keys = sorted(pending)
@@ -307,7 +322,9 @@ class _SessionArchive(Archive):
             return frozenset(keys)
         try:
             # One trip to the store's worker for the check and the writes.
-            absent, failed, error = session._store_call(_check_and_keep, store, session.id, keys, pending)
+            absent, failed, error = session._store_call(
+                _check_and_keep, store, session.id, keys, pending, record
+            )
         except StoreError as exc:
             session._store_failed(exc)
             return frozenset(keys)  # nothing could be checked: no marker may promise a key
@@ -435,6 +452,9 @@ class Session:
         self._hint: tuple[Request, bytes, list[int]] | None = None
         """A request :meth:`_extend` parsed but could not finish: its history's text and sizes."""
         self._schedule = Schedule()
+        self._schedule.record = StoreRecord(self._key_for, self._read_record)
+        self._arrival: float | None = None
+        """When the request being managed arrived, if the caller said (``now=``)."""
         self.last_report: Report | None = None
         """The report of the last ``manage`` call (of any thread)."""
         self._store_error: StoreError | None = None
@@ -603,10 +623,38 @@ class Session:
         given and returned before it: nothing here changes them afterwards,
         and a caller that edits a returned body copies it first.
         """
-        with self._lock, self._request_time():
-            if now is not None:
-                self._schedule.arrive(now)
+        with self._lock, self._request_time(), self._arriving(now):
             return self._manage(body, api)
+
+    @contextlib.contextmanager
+    def _arriving(self, now: float | None) -> Iterator[None]:
+        """Tell the schedule when this request arrived; its record is written with its cuts."""
+        if now is None:
+            yield
+            return
+        if isinstance(now, bool) or not isinstance(now, (int, float)) or not math.isfinite(now):
+            raise InputError(f"now= is a time in seconds, not {now!r}")
+        self._schedule.arrive(float(now))
+        self._arrival = float(now)
+        try:
+            yield
+        finally:
+            self._arrival = None
+
+    def _key_for(self, text: str) -> str:
+        return self.archive.key_for(text)
+
+    def _read_record(self, keys: list[str]) -> Mapping[str, bytes]:
+        """The record's entries among ``keys``, in one round trip within the request's time."""
+        found: Mapping[str, bytes] = self._store_call(self.store.get_many, self.id, keys)
+        return found
+
+    def _record_for(self, messages: int) -> dict[str, bytes] | None:
+        """What a timed request writes of the schedule's record (its point holds ``messages``)."""
+        if self._arrival is None or self.policy.compaction in ("off", "eager"):
+            return None
+        assert self._schedule.record is not None
+        return self._schedule.record.entries(messages, self._arrival, self._schedule.cold_points)
 
     def _manage(self, body: Any, api: str | None) -> Managed:
         primed = self._primed.pop(id(body), None)
@@ -648,9 +696,7 @@ class Session:
 
     def manage_request(self, request: Request, *, now: float | None = None) -> tuple[Request, Report]:
         """The same pipeline on a parsed request (``now`` as for :meth:`manage`)."""
-        with self._lock, self._request_time():
-            if now is not None:
-                self._schedule.arrive(now)
+        with self._lock, self._request_time(), self._arriving(now):
             self._bind(request)
             self._prefix = None  # what a body's next request resumes from is a body's
             return self._pipeline(request)
@@ -888,7 +934,7 @@ class Session:
             if budgeted is None:
                 return None
             noted = dict(archive.pending)
-            lost = archive.flush()
+            lost = archive.flush(self._record_for(len(request.messages)))
         finally:
             archive.pending = None
             archive.lost = frozenset()
@@ -965,7 +1011,7 @@ class Session:
             archive.collect()
             budgeted = enforce(repaired, self.policy, archive, schedule=self._schedule, sizes=sizes)
             noted = dict(archive.pending or {})
-            lost = archive.flush()
+            lost = archive.flush(self._record_for(len(repaired.messages)))
             if lost:
                 # Cut again, with the keys the store could not keep marked as lost.
                 archive.collect()
