@@ -42,7 +42,10 @@ caller says when requests arrive, :meth:`Schedule.arrive`) finds the cache
 cold: it is all written again whatever is decided, so everything eligible is
 compacted there, down to the low watermark. That request point is recorded
 (:attr:`Schedule.cold_points`); given the same history and the same recorded
-points, the levels are the same in any process.
+points, the levels are the same in any process. A session keeps the points,
+and each request's arrival, in its store (:mod:`toolbudget.coldrecord`,
+:attr:`Schedule.record`); a schedule that did not see the previous request
+itself reads them back once before it decides.
 
 The schedule is a pure function of the history: the decision at each earlier
 request point is computed again from the history up to that point, which the

@@ -611,10 +611,15 @@ class Session:
     def manage(self, body: Any, api: str | None = None, *, now: float | None = None) -> Managed:
         """Repair and budget a request body; returns a new body (in the same form) and a report.
 
-        ``now`` is when the request arrives (seconds, any clock): after a gap
-        longer than the provider's cache lives, the compaction schedule
-        compacts everything eligible, since the cache is cold anyway. Without
-        it the schedule is a function of the history alone.
+        ``now`` is when the request arrives (seconds): after a gap longer than
+        the provider's cache lives, the compaction schedule compacts
+        everything eligible, since the cache is cold anyway. The arrival and
+        that decision are written to the store with the archive
+        (:mod:`toolbudget.coldrecord`), so a session made again on the same
+        store gives the same bytes; give wall-clock time (``time.time()``, as
+        the wrappers and the proxy do) when other processes or machines share
+        the store. Without ``now`` the schedule is a function of the history
+        alone, and the record is neither read nor written.
 
         A body whose history begins with the last one's (an agent's next
         request) is worked on its new messages alone, with the same bytes as
