@@ -85,3 +85,16 @@ def test_the_shared_gemini_cli_session_has_its_clock(trajectories: Path) -> None
     assert all(gap >= 0 for gap in gaps)
     # A person reading the answer (about 100 s) is its longest pause: under any cache's TTL.
     assert 60 < max(gaps) < 300
+
+
+@pytest.mark.shared
+def test_a_claude_code_sub_agents_file_has_its_own_clock(trajectories: Path) -> None:
+    """A sub-agent's file holds only sidechain lines: they are its conversation's clock."""
+    path = trajectories / (
+        "claude-code/tests/integration/session/fixtures/claude/incremental-subagents/turn-2/subagents/agent-a485154.jsonl"
+    )
+    (conversation,) = load_transcript(path).conversations
+    assert conversation.sidechain
+    arrivals = transcript_arrivals(path, conversation)
+    assert arrivals is not None and len(arrivals) == request_count(conversation)
+    assert all(b >= a for a, b in itertools.pairwise(arrivals))

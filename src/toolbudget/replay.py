@@ -458,7 +458,7 @@ def transcript_arrivals(path: Path, conversation: Conversation) -> list[float] |
         return None
     events = _gemini_cli_events(data)
     if events is None:
-        events = _jsonl_events(data.splitlines())
+        events = _jsonl_events(data.splitlines(), conversation)
     if events is None:
         return None
     times: list[float] = []
@@ -475,9 +475,15 @@ def transcript_arrivals(path: Path, conversation: Conversation) -> list[float] |
     return times if times and len(times) == request_count(conversation) else None
 
 
-def _jsonl_events(lines: list[bytes]) -> list[tuple[str, float]] | None:
-    """Each message line of a Claude Code or Codex JSONL file: its side and its time."""
+def _jsonl_events(lines: list[bytes], conversation: Conversation) -> list[tuple[str, float]] | None:
+    """Each message line of a Claude Code or Codex JSONL file: its side and its time.
+
+    A Claude Code sub-agent's conversation is its own lines (``isSidechain``,
+    its ``agentId``); the main conversation is the lines of no sub-agent.
+    """
     import orjson
+
+    agent = conversation.meta.get("agent_id") if conversation.sidechain else None
 
     events = []
     for line in lines:
@@ -488,7 +494,9 @@ def _jsonl_events(lines: list[bytes]) -> list[tuple[str, float]] | None:
         side = _side(record)
         if side is None:
             continue
-        if isinstance(record, dict) and record.get("isSidechain"):
+        if isinstance(record, dict) and bool(record.get("isSidechain")) != conversation.sidechain:
+            continue
+        if agent is not None and isinstance(record, dict) and record.get("agentId") != agent:
             continue
         stamp = _seconds(record.get("timestamp"))
         if stamp is None:
