@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +11,9 @@ import orjson
 import pytest
 
 from toolbudget import load_transcript
-from toolbudget.replay import request_count, transcript_arrivals
+from toolbudget.policy import Policy
+from toolbudget.replay import replay_requests, request_count, transcript_arrivals
+from toolbudget.session import Session
 
 GEMINI_FILE = "gemini-cli/tests/integration/metrics/fixtures/gemini/session-2025-12-01T21-45-5b959dae.json"
 
@@ -98,3 +101,38 @@ def test_a_claude_code_sub_agents_file_has_its_own_clock(trajectories: Path) -> 
     arrivals = transcript_arrivals(path, conversation)
     assert arrivals is not None and len(arrivals) == request_count(conversation)
     assert all(b >= a for a, b in itertools.pairwise(arrivals))
+
+
+# The timestamped sessions test_prices.py does not already bill (624a4a58 and the Codex rollout).
+_OTHER_TIMED = (
+    "claude-code/tests/integration/session/fixtures/claude/-tmp-private/4c2ddfdc-b619-4525-8d03-1950fb1b0257.jsonl",
+    "claude-code/tests/integration/session/fixtures/claude/incremental-subagents/turn-2.jsonl",
+    "claude-code/tests/integration/session/fixtures/claude/incremental-subagents/turn-2/subagents/agent-a485154.jsonl",
+    "claude-code/tests/integration/session/fixtures/session-196820da.jsonl",
+    "claude-code/tests/integration/session/fixtures/session-9eda1058.jsonl",
+    GEMINI_FILE,
+)
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize("name", _OTHER_TIMED)
+def test_told_of_its_own_clock_the_schedule_never_bills_more(trajectories: Path, name: str) -> None:
+    """None of these has a gap over five minutes where anything is eligible: told of the gaps,
+    the schedule bills what it bills blind (never more)."""
+    path = trajectories / name
+    conversation = load_transcript(path).conversations[0]
+    arrivals = transcript_arrivals(path, conversation)
+    assert arrivals is not None
+    billed = {}
+    for label, told in (("blind", None), ("told", arrivals)):
+        with Session(label, store="memory:", policy=Policy()) as session:
+            times = iter(told) if told is not None else None
+
+            def manage(
+                body: dict[str, Any], live: Session = session, times: Iterator[float] | None = times
+            ) -> tuple[dict[str, Any], int]:
+                managed = live.manage(body, "anthropic", now=next(times) if times is not None else None)
+                return managed.body, managed.report.results_cut
+
+            billed[label] = replay_requests(conversation, "anthropic", manage, arrivals=arrivals).billed
+    assert billed["told"] <= billed["blind"], billed
