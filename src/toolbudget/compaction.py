@@ -73,10 +73,10 @@ from .models import context_window
 from .policy import Policy
 from .previews import STRATEGY, detect, split_envelope
 from .prices import ANTHROPIC_5M, PriceModel, price_for
+from .tools import EDITOR_TOOLS, EXEC_TOOLS, FILE_VIEW_TOOLS, REPORT_TOOLS, WRITE_TOOLS
 
 if TYPE_CHECKING:
     from .coldrecord import StoreRecord as ColdRecord
-from .tools import EDITOR_TOOLS, EXEC_TOOLS, FILE_VIEW_TOOLS, REPORT_TOOLS, WRITE_TOOLS
 
 __all__ = [
     "EXEC_TOOLS",
