@@ -254,3 +254,17 @@ def test_an_arrival_time_that_is_not_a_number_of_seconds_is_an_input_error(now: 
     body = bodies_of(conversation(2))[-1]
     with Session("idle", store="memory:") as session, pytest.raises(InputError, match="now="):
         session.manage(body, "anthropic", now=now)
+
+
+def test_a_token_count_before_the_request_does_not_hide_its_gap() -> None:
+    """Counting a history's tokens (managed, untimed) decides its point; the request itself,
+    sent after an idle gap, is still the first arrival there, and finds the cache cold."""
+    bodies = bodies_of(conversation())
+    times = arrivals(len(bodies), (4,))
+    whole = managed("memory:", bodies, times)
+    with Session("idle", store=MemoryStore(), policy=Policy()) as session:
+        out = []
+        for n, body in enumerate(bodies):
+            session.manage(body, "anthropic")  # the count
+            out.append(session.manage(body, "anthropic", now=times[n]).body)
+    assert out == whole

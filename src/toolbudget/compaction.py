@@ -215,6 +215,16 @@ class Schedule:
         self._gap = None if last is None else now - last
         self._now = now
 
+    def done(self) -> None:
+        """The request told by :meth:`arrive` is managed, decided here or not (a request with no
+        result yet is not): its time is not the next request's."""
+        self._gap = self._now = None
+
+    @property
+    def arrived_at(self) -> int | None:
+        """The request point (by message count) of the last timed request decided here."""
+        return self._arrived
+
     @property
     def cold_points(self) -> frozenset[int]:
         """The request points recorded as cold, by how many messages their request holds.
@@ -272,9 +282,11 @@ class Schedule:
         frame = (window_chars, fixed, price)
         resume = self._resume(same, points) if frame == self._frame else 0
         self._frame = frame
+        new = resume < len(points)
         if arrival is not None:
-            gap = self._timed_gap(points, arrival, gap)
-        if price.cold_after(gap) and resume < len(points):
+            # A point decided untimed before (a token count of this history) is new to timing.
+            gap, new = self._timed_gap(points, arrival, gap, new)
+        if price.cold_after(gap) and new:
             # A new request after the cache expired (a retry of a decided one is not new).
             self._cold.add(points[-1])
         cold = frozenset(self._cold)
@@ -371,20 +383,25 @@ class Schedule:
         )
         return [*state, *([LEVEL_NONE] * (len(slots) - len(state)))]
 
-    def _timed_gap(self, points: Sequence[int], now: float, gap: float | None) -> float | None:
-        """The gap before a timed request, with what the record says when this schedule did
-        not see the previous request itself (a fresh session, or another replica sent it).
+    def _timed_gap(
+        self, points: Sequence[int], now: float, gap: float | None, new: bool
+    ) -> tuple[float | None, bool]:
+        """The gap before a timed request, and whether it is a new arrival, with what the record
+        says when this schedule did not see the previous request itself (a fresh session, or
+        another replica sent it).
 
-        ``None`` when the record shows this request point arrived before: a retry is not new.
+        A request point this schedule decided only untimed (a token count of the same
+        history) is new; one the record shows arrived before is not: a retry.
         """
         seen, self._arrived = self._arrived, points[-1]
+        new = new or seen != points[-1]
         if self.record is None or (seen is not None and seen in points[-2:]):
-            return gap
+            return gap, new
         found = self.record.read(points)
         self._cold.update(found.cold)
         if found.decided:
-            return None
-        return gap if found.previous is None else now - found.previous
+            return None, False
+        return (gap if found.previous is None else now - found.previous), new
 
     def _same(self, messages: tuple[Message, ...]) -> int:
         """How many of ``messages`` begin the last history (the same objects)."""

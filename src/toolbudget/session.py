@@ -645,6 +645,7 @@ class Session:
             yield
         finally:
             self._arrival = None
+            self._schedule.done()
 
     def _key_for(self, text: str) -> str:
         return self.archive.key_for(text)
@@ -653,6 +654,13 @@ class Session:
         """The record's entries among ``keys``, in one round trip within the request's time."""
         found: Mapping[str, bytes] = self._store_call(self.store.get_many, self.id, keys)
         return found
+
+    def _first_arrival(self, request: Request) -> bool:
+        """Whether this timed request is the first arrival at its point, though its history was
+        managed before untimed (a token count): the schedule must decide it, told the time."""
+        if self._arrival is None or self.policy.compaction in ("off", "eager"):
+            return False
+        return self._schedule.arrived_at != len(request.messages)
 
     def _record_for(self, messages: int) -> dict[str, bytes] | None:
         """What a timed request writes of the schedule's record (its point holds ``messages``)."""
@@ -786,6 +794,7 @@ class Session:
             and _same_request(last.request, request)
             and last.report.store_fallbacks == 0  # a cut the store failed is tried again
             and self._still_held(last.report)
+            and not self._first_arrival(request)
         ):
             # The same history again (a retry, or the same body twice): the same answer, and
             # the same callbacks, as for a history that grew.
