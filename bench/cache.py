@@ -23,13 +23,21 @@ tokens it averages at least 25% below unmanaged; its prefix is stable on at leas
 window and caps scaled down to fit its small model) and reports the server's own
 cached-token counts for eager and cache-aware.
 
+``--timestamps`` measures instead the idle-gap point of issue "Cache economics": every
+transcript with its own clock (Claude Code, Codex, Gemini CLI) billed with its real arrival
+times, cache-aware not told them against cache-aware told them, under each price model; for
+each request after a gap longer than the TTL, the context there against the low watermark and
+how many results per-turn aging has compacted further than the schedule (what "compact
+everything eligible" has to do there).
+
     python bench/cache.py [--no-headroom] [--llama] [--price NAME|FILE|all] [--over TOKENS]
-                          [--out bench/results/cache.json]
+                          [--timestamps] [--out bench/results/cache.json]
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import statistics
 import sys
 from collections.abc import Callable, Sequence
@@ -39,16 +47,25 @@ from typing import Any
 
 import orjson
 
-from _shared import REPO, add_paths, conversations, require_trajectories
+from _shared import REPO, add_paths, conversations, require_trajectories, transcript_files
 
 sys.path.insert(0, str(REPO / "tests"))
 
-from toolbudget import ToolbudgetError, to_request, wire
+from toolbudget import ToolbudgetError, load_transcript, to_request, wire
+from toolbudget.budget import result_text
 from toolbudget.measure import CHARS_PER_TOKEN, prompt_text
 from toolbudget.model import Text, ToolCall, ToolResult
+from toolbudget.models import context_window
 from toolbudget.policy import Policy
 from toolbudget.prices import NAMED, PriceModel, load_price
-from toolbudget.replay import ReplayTotals, arrivals_for, replay_requests, request_count, requests_of
+from toolbudget.replay import (
+    ReplayTotals,
+    arrivals_for,
+    replay_requests,
+    request_count,
+    requests_of,
+    transcript_arrivals,
+)
 from toolbudget.session import Session
 
 MODES = ("unmanaged", "eager", "cache-aware", "cache-aware+idle", "headroom", "clear_tool_uses")
@@ -163,6 +180,103 @@ def run_all(
             row[mode] = total.as_dict()
         rows.append(row)
     return rows
+
+
+def _tokens(body: dict[str, Any]) -> int:
+    return round(len(prompt_text(wire.parse(body, "anthropic"))) / CHARS_PER_TOKEN)
+
+
+def _further(eager: dict[str, Any], scheduled: dict[str, Any]) -> int:
+    """How many results per-turn aging has shorter than the schedule in the same request."""
+    texts = []
+    for body in (eager, scheduled):
+        request = wire.parse(body, "anthropic")
+        texts.append(
+            [result_text(p) or "" for m in request.messages for p in m.parts if isinstance(p, ToolResult)]
+        )
+    return sum(len(a) < len(b) for a, b in zip(*texts, strict=True))
+
+
+def timestamped(paths: Sequence[str], price: str) -> list[dict[str, Any]]:
+    """Each transcript with its own clock, billed with its real arrivals: cache-aware blind and told."""
+    model = load_price(price)
+    rows = []
+    for name, path in transcript_files(paths):
+        for conversation in load_transcript(path).conversations:
+            arrivals = transcript_arrivals(path, conversation)
+            if arrivals is None:
+                continue
+            gaps = [b - a for a, b in itertools.pairwise(arrivals)]
+            cold = [n + 1 for n, gap in enumerate(gaps) if model.cold_after(gap)]
+            bodies: dict[str, dict[int, dict[str, Any]]] = {}
+            billed = {}
+            for label, mode, told in (
+                ("blind", "cache-aware", None),
+                ("told", "cache-aware", arrivals),
+                ("eager", "eager", None),
+            ):
+                policy = Policy(cache_price=price, compaction=mode)
+                manage, session = toolbudget_manager(policy, f"{label}-{name}", arrivals=told)
+                kept = bodies[label] = {}
+                count = [0]
+
+                def keep(
+                    body: dict[str, Any],
+                    manage: Manager = manage,
+                    kept: dict[int, Any] = kept,
+                    count: list[int] = count,
+                    cold: list[int] = cold,
+                ) -> Any:
+                    out = manage(body)
+                    if count[0] in cold:
+                        kept[count[0]] = out[0]
+                    count[0] += 1
+                    return out
+
+                with session:
+                    billed[label] = replay_requests(
+                        conversation, "anthropic", keep, price=model, arrivals=arrivals
+                    ).billed
+            low = Policy().compact_low_watermark * context_window(Policy(), "claude-sonnet-4-5")
+            points = [
+                {
+                    "request": n,
+                    "gap_s": round(gaps[n - 1]),
+                    "context_tokens": _tokens(bodies["blind"][n]),
+                    "low_watermark_tokens": round(low),
+                    "eager_compacts_further": _further(bodies["eager"][n], bodies["blind"][n]),
+                    "told_compacts_further": _further(bodies["told"][n], bodies["blind"][n]),
+                }
+                for n in cold
+            ]
+            rows.append(
+                {
+                    "session": f"{name}#{conversation.id}",
+                    "requests": len(arrivals),
+                    "longest_gap_s": round(max(gaps, default=0.0)),
+                    "billed_without_timing": round(billed["blind"]),
+                    "billed_with": round(billed["told"]),
+                    "difference": round(billed["told"] - billed["blind"]),
+                    "cold_requests": points,
+                }
+            )
+    return rows
+
+
+def print_timestamped(rows: list[dict[str, Any]]) -> None:
+    print(f"{'session':<60}{'reqs':>5}{'longest gap':>12}{'billed blind':>14}{'billed told':>13}{'diff':>10}")
+    for row in rows:
+        print(
+            f"{row['session'][-60:]:<60}{row['requests']:>5}{row['longest_gap_s']:>11}s"
+            f"{row['billed_without_timing']:>14,}{row['billed_with']:>13,}{row['difference']:>10,}"
+        )
+        for point in row["cold_requests"]:
+            print(
+                f"    cold request {point['request']} after {point['gap_s']} s: context "
+                f"{point['context_tokens']:,} tokens (low watermark {point['low_watermark_tokens']:,}); "
+                f"results eager has compacted further: {point['eager_compacts_further']}, "
+                f"the told schedule: {point['told_compacts_further']}"
+            )
 
 
 def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -293,8 +407,23 @@ def main() -> None:
     parser.add_argument("--over", type=int, default=0, help="only sessions whose final context exceeds this")
     parser.add_argument("--idle", type=float, help="a gap of this many seconds every --idle-every requests")
     parser.add_argument("--idle-every", type=int, default=10)
+    parser.add_argument(
+        "--timestamps", action="store_true", help="the transcripts' own clocks: cache-aware blind and told"
+    )
     add_paths(parser)
     args = parser.parse_args()
+    if args.timestamps:
+        require_trajectories(args.paths)
+        timed: dict[str, Any] = {}
+        for price in list(NAMED) if args.price == "all" else [args.price]:
+            print(f"--- price model {price}")
+            timed[price] = timestamped(args.paths, price)
+            print_timestamped(timed[price])
+        out = Path(args.out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_bytes(orjson.dumps(timed, option=orjson.OPT_INDENT_2))
+        print(f"wrote {out}")
+        return
     # The llama.cpp part replays two named shared sessions, so it needs them whatever was given.
     require_trajectories(() if args.llama or args.only_llama else args.paths)
     out = Path(args.out)

@@ -580,7 +580,7 @@ def clean(session: str | None, store_url: str | None) -> None:
     "--timestamps",
     "own_clock",
     is_flag=True,
-    help="Requests arrive when the transcript says they were sent (Claude Code and Codex files).",
+    help="Requests arrive when the transcript says they were sent (Claude Code, Codex and Gemini CLI files).",
 )
 @click.option(
     "--idle-every",

@@ -48,7 +48,10 @@ caller says when requests arrive, :meth:`Schedule.arrive`) finds the cache
 cold: it is all written again whatever is decided, so everything eligible is
 compacted there, down to the low watermark. That request point is recorded
 (:attr:`Schedule.cold_points`); given the same history and the same recorded
-points, the levels are the same in any process.
+points, the levels are the same in any process. A session keeps the points,
+and each request's arrival, in its store (:mod:`toolbudget.coldrecord`,
+:attr:`Schedule.record`); a schedule that did not see the previous request
+itself reads them back once before it decides.
 
 The schedule is a pure function of the history: the decision at each earlier
 request point is computed again from the history up to that point, which the
@@ -66,7 +69,7 @@ from bisect import bisect_left
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from itertools import islice
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -77,6 +80,9 @@ from .policy import Policy
 from .previews import STRATEGY, detect, split_envelope
 from .prices import ANTHROPIC_5M, PriceModel, price_for
 from .tools import EDITOR_TOOLS, EXEC_TOOLS, FILE_VIEW_TOOLS, REPORT_TOOLS, WRITE_TOOLS
+
+if TYPE_CHECKING:
+    from .coldrecord import StoreRecord as ColdRecord
 
 __all__ = [
     "EXEC_TOOLS",
@@ -206,6 +212,11 @@ class Schedule:
         self._cold_used: frozenset[int] = frozenset()
         self._last_arrival: float | None = None
         self._gap: float | None = None
+        self._now: float | None = None
+        self._arrived: int | None = None
+        self.record: ColdRecord | None = None
+        """Where the session keeps its arrivals and cold points (:mod:`toolbudget.coldrecord`):
+        read before a timed request whose previous request this schedule did not see."""
 
     def arrive(self, now: float) -> None:
         """A request arrives at ``now`` (seconds): the next ``levels`` call is that request.
@@ -217,6 +228,17 @@ class Schedule:
         """
         last, self._last_arrival = self._last_arrival, now
         self._gap = None if last is None else now - last
+        self._now = now
+
+    def done(self) -> None:
+        """The request told by :meth:`arrive` is managed, decided here or not (a request with no
+        result yet is not): its time is not the next request's."""
+        self._gap = self._now = None
+
+    @property
+    def arrived_at(self) -> int | None:
+        """The request point (by message count) of the last timed request decided here."""
+        return self._arrived
 
     @property
     def cold_points(self) -> frozenset[int]:
@@ -247,6 +269,8 @@ class Schedule:
         """
         self.fired_now = False
         self.folded = 0
+        # What ``arrive`` said holds for this request only, whether it is decided here or not.
+        (gap, arrival), self._gap, self._now = (self._gap, self._now), None, None
         if policy.compaction == "off" or not slots:
             return [LEVEL_NONE] * len(slots)
         carry, self._carry = self._carry, None
@@ -273,8 +297,11 @@ class Schedule:
         frame = (window_chars, fixed, price)
         resume = self._resume(same, points) if frame == self._frame else 0
         self._frame = frame
-        gap, self._gap = self._gap, None
-        if price.cold_after(gap) and resume < len(points):
+        new = resume < len(points)
+        if arrival is not None:
+            # A point decided untimed before (a token count of this history) is new to timing.
+            gap, new = self._timed_gap(points, arrival, gap, new)
+        if price.cold_after(gap) and new:
             # A new request after the cache expired (a retry of a decided one is not new).
             self._cold.add(points[-1])
         cold = frozenset(self._cold)
@@ -372,6 +399,26 @@ class Schedule:
             fold,
         )
         return [*state, *([LEVEL_NONE] * (len(slots) - len(state)))]
+
+    def _timed_gap(
+        self, points: Sequence[int], now: float, gap: float | None, new: bool
+    ) -> tuple[float | None, bool]:
+        """The gap before a timed request, and whether it is a new arrival, with what the record
+        says when this schedule did not see the previous request itself (a fresh session, or
+        another replica sent it).
+
+        A request point this schedule decided only untimed (a token count of the same
+        history) is new; one the record shows arrived before is not: a retry.
+        """
+        seen, self._arrived = self._arrived, points[-1]
+        new = new or seen != points[-1]
+        if self.record is None or (seen is not None and seen in points[-2:]):
+            return gap, new
+        found = self.record.read(points)
+        self._cold.update(found.cold)
+        if found.decided:
+            return None, False
+        return (gap if found.previous is None else now - found.previous), new
 
     def _same(self, messages: tuple[Message, ...]) -> int:
         """How many of ``messages`` begin the last history (the same objects)."""

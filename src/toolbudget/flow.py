@@ -95,7 +95,9 @@ class ManagedCall:
     A follow-up (an escalation or a continuation) that fails with one of
     ``followup_errors`` ends the follow-ups with the best answer so far; any
     other exception goes to the caller. ``stream`` marks the report as a
-    stream's.
+    stream's. ``now`` is when the request arrived (wall-clock seconds, see
+    :meth:`Session.manage <toolbudget.Session.manage>`): the flow reads no
+    clock itself, so a shell that knows the time passes it.
 
     After a run, :attr:`climb` and :attr:`stretch` hold the state of each part.
     """
@@ -111,8 +113,10 @@ class ManagedCall:
         cap: int | None = None,
         followup_errors: tuple[type[BaseException], ...] = (Exception,),
         stream: bool = False,
+        now: float | None = None,
     ) -> None:
         self.session = session
+        self.now = now
         self.body = body
         self.api = api
         self.read = read
@@ -125,7 +129,7 @@ class ManagedCall:
 
     def steps(self) -> Steps:
         """The flow: send what it yields, and send it back the answer (or throw in the error)."""
-        climb = self.climb = Climb(self.session, self.body, self.api)
+        climb = self.climb = Climb(self.session, self.body, self.api, now=self.now)
         api = climb.api
         full: tuple[Any, Mapping[str, Any], Cutoff] | None = None  # the last answer that filled the window
         while True:

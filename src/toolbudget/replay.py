@@ -408,8 +408,9 @@ def replay_session(
     return ReplayOutcome(conversation.id, policy.compaction, managed, unmanaged, eager, events)
 
 
-# A transcript's own clock: Claude Code and Codex stamp every line. Which side of the
-# conversation a line is on decides where one request ends and the model's answer begins.
+# A transcript's own clock: Claude Code and Codex stamp every line, Gemini CLI every message.
+# Which side of the conversation a line is on decides where one request ends and the model's
+# answer begins.
 _CODEX_MODEL_SIDE = frozenset(
     {"function_call", "custom_tool_call", "local_shell_call", "reasoning", "web_search_call"}
 )
@@ -448,31 +449,22 @@ def transcript_arrivals(path: Path, conversation: Conversation) -> list[float] |
     A request leaves when the agent's side (a user message, a tool's output)
     is followed by the model's: its time is that of the agent's last line
     before the model answers. ``None`` when the file has no such timestamps
-    (formats other than Claude Code's and Codex's JSONL) or its turns do not
-    line up with the conversation's requests.
+    (formats other than Claude Code's and Codex's JSONL and Gemini CLI's
+    session JSON) or its turns do not line up with the conversation's requests.
     """
-    import orjson
-
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    events = _gemini_cli_events(data)
+    if events is None:
+        events = _jsonl_events(data.splitlines(), conversation)
+    if events is None:
+        return None
     times: list[float] = []
     last_agent: float | None = None
     previous: str | None = None
-    try:
-        lines = path.read_bytes().splitlines()
-    except OSError:
-        return None
-    for line in lines:
-        try:
-            record = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            return None
-        side = _side(record)
-        if side is None:
-            continue
-        if isinstance(record, dict) and record.get("isSidechain"):
-            continue
-        stamp = _seconds(record.get("timestamp"))
-        if stamp is None:
-            return None
+    for side, stamp in events:
         if side == "model" and previous == "agent" and last_agent is not None:
             times.append(last_agent)
         if side == "agent":
@@ -481,3 +473,72 @@ def transcript_arrivals(path: Path, conversation: Conversation) -> list[float] |
     if previous == "agent" and last_agent is not None:
         times.append(last_agent)
     return times if times and len(times) == request_count(conversation) else None
+
+
+def _jsonl_events(lines: list[bytes], conversation: Conversation) -> list[tuple[str, float]] | None:
+    """Each message line of a Claude Code or Codex JSONL file: its side and its time.
+
+    A Claude Code sub-agent's conversation is its own lines (``isSidechain``,
+    its ``agentId``); the main conversation is the lines of no sub-agent.
+    """
+    import orjson
+
+    agent = conversation.meta.get("agent_id") if conversation.sidechain else None
+
+    events = []
+    for line in lines:
+        try:
+            record = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            return None
+        side = _side(record)
+        if side is None:
+            continue
+        if isinstance(record, dict) and bool(record.get("isSidechain")) != conversation.sidechain:
+            continue
+        if agent is not None and isinstance(record, dict) and record.get("agentId") != agent:
+            continue
+        stamp = _seconds(record.get("timestamp"))
+        if stamp is None:
+            return None
+        events.append((side, stamp))
+    return events
+
+
+def _gemini_cli_events(data: bytes) -> list[tuple[str, float]] | None:
+    """The sides and times of a Gemini CLI session file (one JSON object), or ``None`` for another file.
+
+    A ``user`` message is the agent's side at its ``timestamp``. A ``gemini``
+    message is the model's answer at its ``timestamp``; the results of its
+    calls, which Gemini CLI keeps in the same message, are the agent's side,
+    ready when the last of them was (each call's own ``timestamp``: a call
+    waiting for the user's approval runs later than the answer that asked
+    for it). ``info`` and ``error`` messages are the CLI's notices.
+    """
+    import orjson
+
+    if not data.lstrip().startswith(b"{"):
+        return None
+    try:
+        doc = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return None
+    messages = doc.get("messages") if isinstance(doc, dict) and "sessionId" in doc else None
+    if not isinstance(messages, list):
+        return None
+    events: list[tuple[str, float]] = []
+    for message in messages:
+        if not isinstance(message, dict) or message.get("type") not in ("user", "gemini"):
+            continue
+        stamp = _seconds(message.get("timestamp"))
+        if stamp is None:
+            return None
+        if message["type"] == "user":
+            events.append(("agent", stamp))
+            continue
+        events.append(("model", stamp))
+        calls = [c for c in message.get("toolCalls") or [] if isinstance(c, dict) and c.get("result")]
+        if calls:
+            done = [_seconds(c.get("timestamp")) for c in calls]
+            events.append(("agent", max([stamp, *(t for t in done if t is not None)])))
+    return events

@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
+import math
 import threading
 import weakref
 from collections.abc import Callable, Iterator, Mapping
@@ -34,6 +35,7 @@ from typing import Any
 
 from . import wire
 from .budget import CUT_PREFIX, Archive, Budgeted, Cut, Unreachable, cut_fresh, enforce, extend
+from .coldrecord import StoreRecord
 from .compaction import Schedule
 from .errors import InputError, NotFoundError, StoreConfigError, StoreError, ToolbudgetError
 from .incremental import (
@@ -311,6 +313,7 @@ def _check_and_keep(
     pending: Mapping[str, str],
     records: Mapping[str, str] | None = None,
     sizes: Mapping[str, int] | None = None,
+    record: Mapping[str, bytes] | None = None,
 ) -> tuple[set[str], set[str], StoreError | None]:
     """Which of ``keys`` were absent, which of those could not be kept, and why.
 
@@ -319,20 +322,24 @@ def _check_and_keep(
     ``sizes``, an entry of another length (torn by a power loss) is kept again.
     ``records`` (see :mod:`toolbudget.readback`) are written after the entries
     the markers name, in the same batch, so a store that is nearly full keeps
-    those first; nothing checks them.
+    those first; nothing checks them. The ``record`` entries
+    (:mod:`toolbudget.coldrecord`) go with the writes unasked: a ``put`` of an
+    entry the store holds only renews it.
     """
-    absent = store.missing(session, keys, sizes)
-    if not absent and not records:
+    absent = store.missing(session, keys, sizes) if keys else set()
+    if not absent and not records and not record:
         return absent, set(), None
     items = {key: pending[key].encode("utf-8", "surrogatepass") for key in sorted(absent)}
     for key in sorted(records or ()):
         items.setdefault(key, (records or {})[key].encode("utf-8", "surrogatepass"))
+    if record:
+        items.update(record)
     held = [key for key in keys if key not in absent]
     try:
         failed = store.put_many(session, items, held)
     except StoreError as exc:
         return absent, absent, exc
-    return absent, failed - (records or {}).keys(), None
+    return absent, failed - (records or {}).keys() - (record or {}).keys(), None
 
 
 class _SessionArchive(Archive):
@@ -446,16 +453,17 @@ class _SessionArchive(Archive):
         self.keyed = {}
         self.lost = frozenset()
 
-    def flush(self) -> frozenset[str]:
+    def flush(self, record: Mapping[str, bytes] | None = None) -> frozenset[str]:
         """Make sure the store holds every key noted since :meth:`collect`; returns the keys it could not.
 
         The records made in the request are written in the same trip; one that
-        could not be kept is not a lost key (nothing promises it).
+        could not be kept is not a lost key (nothing promises it). So are the
+        ``record`` entries (the request's arrival and cold points).
         """
         pending, self.pending = self.pending, None
         records, self.records = self.records, {}
         self.keyed = {}
-        if not pending and not records:
+        if not pending and not records and not record:
             return frozenset()
         pending = pending or {}
         session = self.session
@@ -468,7 +476,14 @@ class _SessionArchive(Archive):
         try:
             # One trip to the store's worker for the check and the writes.
             absent, failed, error = session._store_call(
-                _check_and_keep, store, session.id, keys, pending, records, self.sizes_of(pending)
+                _check_and_keep,
+                store,
+                session.id,
+                keys,
+                pending,
+                records,
+                self.sizes_of(pending),
+                record,
             )
         except StoreError as exc:
             session._store_failed(exc)
@@ -599,6 +614,9 @@ class Session:
         """A request :meth:`_extend` parsed but could not finish: its history's text and sizes."""
         self._schedule = Schedule()
         self._windows: tuple[Policy, str | None, int] | None = None
+        self._schedule.record = StoreRecord(self._key_for, self._read_record)
+        self._arrival: float | None = None
+        """When the request being managed arrived, if the caller said (``now=``)."""
         self.last_report: Report | None = None
         """The report of the last ``manage`` call (of any thread)."""
         self._store_error: StoreError | None = None
@@ -765,10 +783,15 @@ class Session:
     def manage(self, body: Any, api: str | None = None, *, now: float | None = None) -> Managed:
         """Repair and budget a request body; returns a new body (in the same form) and a report.
 
-        ``now`` is when the request arrives (seconds, any clock): after a gap
-        longer than the provider's cache lives, the compaction schedule
-        compacts everything eligible, since the cache is cold anyway. Without
-        it the schedule is a function of the history alone.
+        ``now`` is when the request arrives (seconds): after a gap longer than
+        the provider's cache lives, the compaction schedule compacts
+        everything eligible, since the cache is cold anyway. The arrival and
+        that decision are written to the store with the archive
+        (:mod:`toolbudget.coldrecord`), so a session made again on the same
+        store gives the same bytes; give wall-clock time (``time.time()``, as
+        the wrappers and the proxy do) when other processes or machines share
+        the store. Without ``now`` the schedule is a function of the history
+        alone, and the record is neither read nor written.
 
         A body whose history begins with the last one's (an agent's next
         request) is worked on its new messages alone, with the same bytes as
@@ -785,12 +808,51 @@ class Session:
             if not outer:
                 local.deadline = Deadline(self.policy.store_timeout)
             try:
-                if now is not None:
-                    self._schedule.arrive(now)
-                return self._manage(body, api)
+                if now is None:
+                    return self._manage(body, api)
+                with self._arriving(now):
+                    return self._manage(body, api)
             finally:
                 if not outer:
                     local.deadline = None
+
+    @contextlib.contextmanager
+    def _arriving(self, now: float | None) -> Iterator[None]:
+        """Tell the schedule when this request arrived; its record is written with its cuts."""
+        if now is None:
+            yield
+            return
+        if isinstance(now, bool) or not isinstance(now, (int, float)) or not math.isfinite(now):
+            raise InputError(f"now= is a time in seconds, not {now!r}")
+        self._schedule.arrive(float(now))
+        self._arrival = float(now)
+        try:
+            yield
+        finally:
+            self._arrival = None
+            self._schedule.done()
+
+    def _key_for(self, text: str) -> str:
+        return self.archive.key_for(text)
+
+    def _read_record(self, keys: list[str]) -> Mapping[str, bytes]:
+        """The record's entries among ``keys``, in one round trip within the request's time."""
+        found: Mapping[str, bytes] = self._store_call(self.store.get_many, self.id, keys)
+        return found
+
+    def _first_arrival(self, request: Request) -> bool:
+        """Whether this timed request is the first arrival at its point, though its history was
+        managed before untimed (a token count): the schedule must decide it, told the time."""
+        if self._arrival is None or self.policy.compaction in ("off", "eager"):
+            return False
+        return self._schedule.arrived_at != len(request.messages)
+
+    def _record_for(self, messages: int) -> dict[str, bytes] | None:
+        """What a timed request writes of the schedule's record (its point holds ``messages``)."""
+        if self._arrival is None or self.policy.compaction in ("off", "eager"):
+            return None
+        assert self._schedule.record is not None
+        return self._schedule.record.entries(messages, self._arrival, self._schedule.cold_points)
 
     def _manage(self, body: Any, api: str | None) -> Managed:
         primed = self._primed.pop(id(body), None)
@@ -836,9 +898,7 @@ class Session:
 
     def manage_request(self, request: Request, *, now: float | None = None) -> tuple[Request, Report]:
         """The same pipeline on a parsed request (``now`` as for :meth:`manage`)."""
-        with self._lock, self._request_time():
-            if now is not None:
-                self._schedule.arrive(now)
+        with self._lock, self._request_time(), self._arriving(now):
             self._bind(request)
             self._prefix = None  # what a body's next request resumes from is a body's
             return self._pipeline(request)
@@ -923,6 +983,7 @@ class Session:
             and _same_request(last.request, request)
             and last.report.store_fallbacks == 0  # a cut the store failed is tried again
             and self._still_held(last.report)
+            and not self._first_arrival(request)
         ):
             # The same history again (a retry, or the same body twice): the same answer, and
             # the same callbacks, as for a history that grew.
@@ -1083,7 +1144,7 @@ class Session:
             if budgeted is None:
                 return None
             noted = dict(archive.pending)
-            lost = archive.flush()
+            lost = archive.flush(self._record_for(len(request.messages)))
         finally:
             archive.pending = None
             archive.lost = frozenset()
@@ -1164,7 +1225,7 @@ class Session:
             archive.collect()
             budgeted = enforce(repaired, self.policy, archive, schedule=self._schedule, sizes=sizes)
             noted = dict(archive.pending or {})
-            lost = archive.flush()
+            lost = archive.flush(self._record_for(len(repaired.messages)))
             if lost:
                 # Cut again, with the keys the store could not keep marked as lost.
                 archive.collect()

@@ -140,7 +140,7 @@ class BedrockClient(Owned):
                 inner = {k: v for k, v in managed.items() if k != "modelId"}
                 return target(**{**kwargs, "input": {**given, "converse": inner}})
 
-            return run(Plan(wrapping, API, "once", body), send)
+            return run(Plan(wrapping, API, "once", body, timed=False), send)
 
         return count
 

@@ -12,6 +12,7 @@ the SDK's sync or async method.
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -22,9 +23,21 @@ from ..recovery.output import is_cut_off
 from ..session import Session
 from ._observe import observe
 
-__all__ = ["Plan", "Wrapping", "arun", "dump", "rebuild", "run"]
+__all__ = ["Plan", "Wrapping", "arrival_time", "arun", "dump", "rebuild", "run"]
 
 OnReport = Callable[[CallReport], None]
+
+
+def arrival_time() -> float:
+    """When a wrapped call is made: wall-clock seconds (:func:`time.time`).
+
+    The schedule compares it with the previous request's arrival to tell an
+    idle gap longer than the cache's TTL. It is the wall clock, not a
+    monotonic one, because the previous arrival may have been recorded by
+    another process or machine sharing the session's store, and their
+    monotonic clocks share no origin.
+    """
+    return time.time()
 
 
 class Wrapping:
@@ -106,6 +119,9 @@ class Plan:
     """How an answer of the SDK's type is made from merged JSON, where :func:`rebuild` cannot."""
     events: Callable[[Any], Any] | None = None
     """Where an opened stream's events are, when the SDK returns them inside another object (botocore)."""
+    timed: bool = True
+    """Whether the call reaches the model, so its arrival time counts for the cache (a token
+    count does not: it neither reads nor refreshes the prompt cache)."""
 
     def flow(self) -> ManagedCall:
         return ManagedCall(
@@ -116,6 +132,7 @@ class Plan:
             cap=self.cap,
             followup_errors=self.errors,
             stream=self.kind == "stream",
+            now=arrival_time() if self.timed else None,
         )
 
     def finish(self, outcome: Outcome) -> Any:

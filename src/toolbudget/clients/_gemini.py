@@ -291,7 +291,9 @@ def _prepare(wrapping: Wrapping, kind: str, kwargs: dict[str, Any]) -> tuple[_Ca
         )
     call = _Call(kwargs, wrapping.recall and kind != "once")
     errors = _errors() if kind == "create" else ()
-    return call, Plan(wrapping, API, kind, call.body, errors=errors, remake=_remake)
+    # count_tokens and compute_tokens, the "once" methods here, never reach the model's cache.
+    timed = kind != "once"
+    return call, Plan(wrapping, API, kind, call.body, errors=errors, remake=_remake, timed=timed)
 
 
 def _managed(wrapping: Wrapping, kind: str, target: Callable[..., Any], is_async: bool) -> Callable[..., Any]:

@@ -34,7 +34,7 @@ from __future__ import annotations
 import importlib
 import inspect
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import TracebackType
 from typing import Any, Union
 
@@ -51,6 +51,9 @@ MODES = ("with_raw_response", "with_streaming_response")
 """The SDKs' views of a resource whose methods return the HTTP response instead of the parsed answer."""
 
 _MANAGED = frozenset({"create", "stream", "once"})
+COUNTS = frozenset({"count_tokens", "count"})
+"""Methods that count a request's tokens (``messages.count_tokens``, ``responses.input_tokens.count``):
+managed like a call, but no arrival, since a count neither reads nor refreshes the prompt cache."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,7 +221,8 @@ class Resource(_Node):
                 )
             if wrapping.recall and takes_tools(target):
                 args = with_recall(args, spec.api, strict=strict)
-            return args, _plan(wrapping, spec, kind, mode, args)
+            plan = _plan(wrapping, spec, kind, mode, args)
+            return args, plan if name not in COUNTS else replace(plan, timed=False)
 
         if is_async(self._inner):
             if opens_later:

@@ -61,6 +61,17 @@ _log = logging.getLogger("toolbudget.proxy")
 _JSON = "application/json"
 
 
+def arrival_time() -> float:
+    """When a managed request reached the proxy: wall-clock seconds (:func:`time.time`).
+
+    The schedule compares it with the previous request's arrival to tell an
+    idle gap longer than the cache's TTL, and the previous one may have
+    reached another replica sharing the store: so the wall clock, which
+    replicas agree on, not a monotonic clock, which they do not.
+    """
+    return time.time()
+
+
 @dataclass(frozen=True, slots=True)
 class _Answer:
     """A whole upstream answer: what the flow reads, and the bytes the client gets when nothing changed."""
@@ -146,6 +157,7 @@ class Proxy:
 
     async def _managed(self, request: web.Request, route: Route) -> web.StreamResponse:
         started = time.perf_counter()
+        arrived = arrival_time()
         assert route.api is not None
         body = await self._read_body(request, route)
         if isinstance(body, web.Response):
@@ -170,7 +182,8 @@ class Proxy:
             return self._done(route, _error(route.family, 400, str(exc)), started)
         if route.kind == "count":
             return await self._count(request, route, session, given, body, started)
-        call = ManagedCall(session, given, route.api, read=opaque if stream else _read_answer, stream=stream)
+        read = opaque if stream else _read_answer
+        call = ManagedCall(session, given, route.api, read=read, stream=stream, now=arrived)
         out_headers = forwarded(request.headers.items(), drop=("content-encoding", "accept-encoding"))
         url = upstream_url(self.config.upstream(route.family), request.path_qs)
         timing: dict[str, float] = {}

@@ -90,9 +90,11 @@ def remembered_fit(session: Session, api: str, model: str | None) -> Fit | None:
 class Climb:
     """One call's way down the ladder."""
 
-    def __init__(self, session: Session, body: Any, api: str | None = None) -> None:
+    def __init__(
+        self, session: Session, body: Any, api: str | None = None, *, now: float | None = None
+    ) -> None:
         self.session = session
-        self.managed: Managed = session.manage(body, api)
+        self.managed: Managed = session.manage(body, api, now=now)
         self.api = self.managed.report.api
         self.original: Request = self.managed.original
         self.sent: Request = self.managed.request
