@@ -48,7 +48,7 @@ def search_output(n: int) -> str:
     return "".join(f"src/mod_{i}.py:{i}: match {i}\n" for i in range(n))
 
 
-def two_tools(url: str, name: str) -> dict[str, Any]:
+def two_tools(url: str, name: str, now: float | None = None) -> dict[str, Any]:
     """Cut, through ``manage``, two Bash outputs and one search_logs output of an Anthropic history.
 
     Anthropic's results carry no tool name: each is named by the call it answers. Returns
@@ -65,7 +65,7 @@ def two_tools(url: str, name: str) -> dict[str, Any]:
         messages.append({"role": "user", "content": [result]})
     body = {"model": "claude-sonnet-4-5", "max_tokens": 100, "messages": messages}
     with Session(name, store=url) as session:
-        managed = session.manage(body, "anthropic")
+        managed = session.manage(body, "anthropic", now=now)
         assert {cut.tool for cut in managed.report.cuts} == {"Bash", "search_logs"}
         assert len(managed.report.cuts) == 3
     return {
@@ -143,6 +143,23 @@ def test_stats_tells_each_tool_its_cuts_and_characters(tmp_path: Path) -> None:
     assert two_tools(url, "tools") == expected
     with open_store(url) as store:
         assert orjson.loads(RecallServer(store).stats("tools")) == expected
+
+
+def test_the_records_of_a_timed_session_are_neither_entries_nor_recalled(tmp_path: Path) -> None:
+    # A request told when it arrived keeps its arrival with the archive (the cache schedule's
+    # record): the session's own record, like the others, never counted or answered as an original.
+    url = f"dir:{tmp_path / 'store'}"
+    expected = two_tools(url, "timed", now=1_000_000.0)
+    with open_store(url) as store:
+        own = [
+            key
+            for key in store.keys("timed")
+            if (store.get("timed", key) or b"").startswith(b"\x00toolbudget: arrival")
+        ]
+        server = build_server(RecallServer(store))
+        assert own  # the arrival is there
+        assert orjson.loads(call(server, "stats", {"session": "timed"})) == expected
+        assert "not found" in call(server, "recall", {"key": own[0]})
 
 
 def test_folded_turns_are_counted_apart_from_any_tool(tmp_path: Path) -> None:

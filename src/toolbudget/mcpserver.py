@@ -66,8 +66,11 @@ UNKNOWN_TOOL = "(unknown)"
 FOLDED_TURNS = "(folded turns)"
 """Where ``stats`` counts the archived text of turns compaction folded away."""
 
-_RECORDS = (FORM_PREFIX.encode(), CUT_PREFIX.encode())
-"""How the session's own records begin: never an original, never answered as one."""
+_CUT = CUT_PREFIX.encode()
+_OWN = FORM_PREFIX.encode()[: len("\x00toolbudget: ")]
+"""What every record a session keeps of its own begins with (that a text was sent as a cut, what
+a preview was made from, a cut's tool, the arrivals and cold points of the cache schedule): none
+of them is an original, so recall never answers one and ``stats`` counts none as an entry."""
 _BATCH = 64
 """Entries ``stats`` reads in one round trip: few trips, and never the whole archive in memory."""
 
@@ -101,7 +104,7 @@ class RecallServer:
             data = self.store.get(self.session, key)
         else:
             data = self.store.find(key, "" if self.tenant is None else f"{self.tenant}-")
-        if data is None or data.startswith(_RECORDS):
+        if data is None or data.startswith(_OWN):
             raise NotFoundError(f"not found: no archived output has key {key}")
         return data.decode("utf-8", "surrogatepass")
 
@@ -123,11 +126,11 @@ class RecallServer:
         keys = self.store.keys(name)
         for start in range(0, len(keys), _BATCH):
             for key, data in self.store.get_many(name, keys[start : start + _BATCH]).items():
-                if data.startswith(_RECORDS[1]):
+                if data.startswith(_CUT):
                     about = _cut_of(data)
                     if about is not None:
                         made[about[0]] = about[1]
-                elif not data.startswith(_RECORDS[0]):  # not the record that a text was sent as a cut
+                elif not data.startswith(_OWN):  # not another record the session keeps of its own
                     originals[key] = len(data.decode("utf-8", "surrogatepass"))
         tools: dict[str, dict[str, int]] = {}
         for key, chars in originals.items():
@@ -149,7 +152,7 @@ class RecallServer:
 def _cut_of(data: bytes) -> tuple[str, str] | None:
     """The original a cut's record is about, and the name ``stats`` counts it under (``None``: unreadable)."""
     try:
-        fields = json.loads(data[len(_RECORDS[1]) :].decode("utf-8", "surrogatepass"))
+        fields = json.loads(data[len(_CUT) :].decode("utf-8", "surrogatepass"))
     except ValueError:
         return None
     if not isinstance(fields, dict) or not isinstance(fields.get("key"), str):
