@@ -13,9 +13,17 @@ import shutil
 import socket
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["MISSING_REASON", "RedisServer", "free_port", "redis_server_binary", "start_redis_server"]
+__all__ = [
+    "MISSING_REASON",
+    "RedisServer",
+    "free_port",
+    "redis_server_binary",
+    "serve_for_test",
+    "start_redis_server",
+]
 
 MISSING_REASON = "redis-server is not installed (apt-get install redis-server)"
 
@@ -101,3 +109,26 @@ def start_redis_server(workdir: Path, *, binary: str | None = None, timeout: flo
         server.stop()
     tail = log.read_text(errors="replace")[-2000:] if log.exists() else "(no log)"
     raise RuntimeError(f"redis-server did not start; its log ends with:\n{tail}")
+
+
+def serve_for_test(directory: Path) -> Iterator[RedisServer]:
+    """A fixture's body: a server for one test, resumed if the test paused it, then stopped.
+
+    Skips when redis-server or the ``redis`` package is missing on a user's
+    machine, and fails under CI, which must run the Redis tests.
+    """
+    import os
+    import signal
+
+    import pytest
+
+    pytest.importorskip("redis")
+    if redis_server_binary() is None:
+        if os.environ.get("CI"):
+            pytest.fail(f"{MISSING_REASON}; CI must run the Redis tests")
+        pytest.skip(MISSING_REASON)
+    server = start_redis_server(directory)
+    yield server
+    if server.process.poll() is None:
+        os.kill(server.process.pid, signal.SIGCONT)
+    server.stop()

@@ -21,7 +21,7 @@ from typing import Any
 import orjson
 import pytest
 
-from redis_server import MISSING_REASON, RedisServer, redis_server_binary, start_redis_server
+from redis_server import RedisServer, redis_server_binary, serve_for_test
 from toolbudget import StoreConfigError, to_request, wire
 from toolbudget.budget import result_text
 from toolbudget.errors import NotFoundError
@@ -310,16 +310,7 @@ def _managed_keys_survive(session: Session, texts: list[str], fault: Any) -> Non
 
 @pytest.fixture
 def redis(tmp_path: Path) -> Iterator[RedisServer]:
-    pytest.importorskip("redis")
-    if redis_server_binary() is None:
-        if os.environ.get("CI"):
-            pytest.fail(f"{MISSING_REASON}; CI must run the Redis tests")
-        pytest.skip(MISSING_REASON)
-    server = start_redis_server(tmp_path / "redis")
-    yield server
-    if server.process.poll() is None:
-        os.kill(server.process.pid, signal.SIGCONT)
-    server.stop()
+    yield from serve_for_test(tmp_path / "redis")
 
 
 def _client(server: RedisServer) -> Any:

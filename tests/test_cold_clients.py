@@ -16,6 +16,7 @@ from typing import Any
 import orjson
 import pytest
 
+from bash_history import bash_history
 from scripted_http import Answer, Script, scripted_server
 from test_clients import (
     Upstream,
@@ -30,7 +31,7 @@ from test_clients import (
 )
 from toolbudget import Policy, Session, to_request, wrap
 from toolbudget.clients import _call
-from toolbudget.model import Conversation, Message, Text, ToolCall, ToolResult
+from toolbudget.model import Conversation
 from toolbudget.replay import requests_of
 
 GAP_AT = 7
@@ -41,13 +42,7 @@ pytestmark = pytest.mark.filterwarnings("ignore:Inheritance class AiohttpClientS
 
 def conversation(turns: int = 10, size: int = 3_200) -> Conversation:
     """Results just over the compaction minimum: only a cold request compacts them early."""
-    messages = [Message("user", (Text("fix the bug"),))]
-    for t in range(turns):
-        call = ToolCall(f"call_{t}", "bash", {"command": f"pytest tests/test_{t}.py"})
-        messages.append(Message("assistant", (Text(f"step {t}"), call)))
-        body = "".join(f"line {n} of output {t}\n" for n in range(size // 20))
-        messages.append(Message("tool", (ToolResult(call.id, (Text(body),), False, "bash"),)))
-    return Conversation("c", "test", tuple(messages))
+    return bash_history(turns, size, tool="bash")
 
 
 def bodies(api: str, model: str = "m") -> list[dict[str, Any]]:

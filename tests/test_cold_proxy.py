@@ -17,9 +17,10 @@ import httpx
 import orjson
 import pytest
 
+from bash_history import bash_history
 from proxy_upstream import upstream
 from toolbudget import to_request
-from toolbudget.model import Conversation, Message, Text, ToolCall, ToolResult
+from toolbudget.model import Conversation
 from toolbudget.policy import Policy
 from toolbudget.proxy import ProxyConfig, app
 from toolbudget.proxy.config import upstreams_of
@@ -31,13 +32,7 @@ GAP_AT = 7
 
 def conversation(turns: int = 10, size: int = 3_200) -> Conversation:
     """Results just over the compaction minimum: only a cold request compacts them early."""
-    messages = [Message("user", (Text("fix the bug"),))]
-    for t in range(turns):
-        call = ToolCall(f"toolu_{t}", "Bash", {"command": f"pytest tests/test_{t}.py"})
-        messages.append(Message("assistant", (Text(f"step {t}"), call)))
-        body = "".join(f"line {n} of output {t}\n" for n in range(size // 20))
-        messages.append(Message("tool", (ToolResult(call.id, (Text(body),), False, "Bash"),)))
-    return Conversation("c", "test", tuple(messages))
+    return bash_history(turns, size, call_prefix="toolu_")
 
 
 BODIES = [to_request(p, "anthropic", model="claude-sonnet-4-5") for p in requests_of(conversation())]

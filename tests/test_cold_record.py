@@ -10,7 +10,6 @@ store) gives the bytes one session running throughout would have given.
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -20,9 +19,10 @@ from typing import Any
 import orjson
 import pytest
 
-from redis_server import MISSING_REASON, RedisServer, redis_server_binary, start_redis_server
+from bash_history import bash_history
+from redis_server import RedisServer, serve_for_test
 from toolbudget import InputError, to_request
-from toolbudget.model import Conversation, Message, Text, ToolCall, ToolResult
+from toolbudget.model import Conversation
 from toolbudget.policy import Policy
 from toolbudget.replay import requests_of
 from toolbudget.session import Session
@@ -34,13 +34,7 @@ GAP = 600.0  # longer than the 5-minute cache's TTL
 def conversation(turns: int = 14, size: int = 3_200) -> Conversation:
     """Results just over the compaction minimum: at Anthropic's write price no rewrite pays
     for a while, so only a cold request compacts the early ones."""
-    messages = [Message("user", (Text("fix the bug"),))]
-    for t in range(turns):
-        call = ToolCall(f"call_{t}", "Bash", {"command": f"pytest tests/test_{t}.py"})
-        messages.append(Message("assistant", (Text(f"step {t}"), call)))
-        body = "".join(f"line {n} of output {t}\n" for n in range(size // 20))
-        messages.append(Message("tool", (ToolResult(call.id, (Text(body),), False, "Bash"),)))
-    return Conversation("c", "test", tuple(messages))
+    return bash_history(turns, size)
 
 
 def bodies_of(convo: Conversation) -> list[dict[str, Any]]:
@@ -146,16 +140,7 @@ def test_a_retry_sent_to_a_fresh_session_is_not_a_new_arrival() -> None:
 
 @pytest.fixture
 def redis(tmp_path: Path) -> Iterator[RedisServer]:
-    pytest.importorskip("redis")
-    if redis_server_binary() is None:
-        if os.environ.get("CI"):
-            pytest.fail(f"{MISSING_REASON}; CI must run the Redis tests")
-        pytest.skip(MISSING_REASON)
-    server = start_redis_server(tmp_path / "redis")
-    yield server
-    if server.process.poll() is None:
-        os.kill(server.process.pid, signal.SIGCONT)
-    server.stop()
+    yield from serve_for_test(tmp_path / "redis")
 
 
 def _two_processes(store: str, gaps: tuple[int, ...], k: int) -> None:

@@ -12,11 +12,12 @@ import orjson
 import pytest
 from click.testing import CliRunner
 
+from bash_history import bash_history
 from toolbudget import load_transcript, to_request, wire
 from toolbudget.cli import main
 from toolbudget.errors import InputError
 from toolbudget.measure import prompt_text
-from toolbudget.model import Conversation, Message, Text, ToolCall, ToolResult
+from toolbudget.model import Conversation
 from toolbudget.policy import Policy
 from toolbudget.prices import (
     ANTHROPIC_1H,
@@ -41,13 +42,7 @@ from toolbudget.session import Session
 
 
 def session_of(turns: int, size: int = 12_000) -> Conversation:
-    messages = [Message("user", (Text("fix the bug"),))]
-    for t in range(turns):
-        call = ToolCall(f"call_{t}", "Bash", {"command": f"pytest tests/test_{t}.py"})
-        messages.append(Message("assistant", (Text(f"step {t}"), call)))
-        body = "".join(f"line {n} of output {t}\n" for n in range(size // 20))
-        messages.append(Message("tool", (ToolResult(call.id, (Text(body),), False, "Bash"),)))
-    return Conversation("c", "test", tuple(messages))
+    return bash_history(turns, size)
 
 
 def test_the_named_models_bill_as_the_providers_state() -> None:
