@@ -137,6 +137,17 @@ def test_the_least_recently_used_sessions_are_closed_past_max_held_bytes() -> No
             assert tight.for_request(bodies["a"], api="openai-chat") is one and not one._closed
 
 
+def test_a_session_managed_after_later_gets_is_still_weighed() -> None:
+    # Many threads: a session's manage may run after other requests got their sessions.
+    with Sessions(store="memory:", max_held_bytes=40_000) as pool:
+        a = pool.for_request(_body("a"), api="openai-chat")
+        b = pool.for_request(_body("b"), api="openai-chat")
+        a.manage(_body("a"), "openai-chat")
+        b.manage(_body("b"), "openai-chat")
+        pool.for_request(_body("c", size=10), api="openai-chat")
+        assert a._closed and not b._closed
+
+
 def test_idle_sessions_are_closed() -> None:
     now = [0.0]
     with Sessions(store="memory:", idle_seconds=60, clock=lambda: now[0]) as pool:

@@ -152,6 +152,12 @@ def _without_billing(request: Request) -> Request:
     return request if len(kept) == len(request.system) else replace(request, system=kept)
 
 
+_RECENT = 64
+"""How many of the sessions handed out last are weighed again at each ``get``."""
+_REWEIGH_EVERY = 256
+"""Every how many ``get`` calls all live sessions are weighed again."""
+
+
 class Sessions:
     """Live sessions by id, for shells that manage requests of many conversations.
 
@@ -190,6 +196,7 @@ class Sessions:
         self._held: dict[str, int] = {}
         self._held_total = 0
         self._handed: list[str] = []
+        self._gets = 0
         self._closed = False
         # Made up front, so no thread ever adds one while another reads the dict.
         self._caches = {api: wire.EntryCache(measure=message_chars) for api in wire.APIS}
@@ -257,10 +264,16 @@ class Sessions:
                 found = self._live.pop(id, None)
                 session = found[0] if found is not None else self._make(id)
                 self._live[id] = (session, now)
+                # The ones handed out lately may have grown since (their manage ran after
+                # their get, and with many threads it may not have ended by the next get):
+                # they are weighed again, and every live session once in a while.
                 self._handed.append(id)
+                self._gets += 1
+                if self._gets % _REWEIGH_EVERY == 0:
+                    self._handed = list(self._live)
                 for seen in self._handed:
                     self._weigh(seen)
-                self._handed = [id]
+                self._handed = list(dict.fromkeys(self._handed))[-_RECENT:]
                 while len(self._live) > self.max_sessions or (
                     self._held_total > self.max_held_bytes and len(self._live) > 1
                 ):
