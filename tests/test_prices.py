@@ -74,6 +74,25 @@ def test_the_price_model_is_chosen_from_the_api_model_and_cache_control() -> Non
     assert price_for(replace(policy, cache_price="none"), "anthropic", None, request) is NONE
 
 
+def test_a_one_hour_mark_in_an_old_message_holds_for_every_later_request() -> None:
+    # The schedule checks only the messages a request appends; an old mark must still count,
+    # and a history whose marked message changed is checked again from its start.
+    requests = list(requests_of(session_of(6, size=4_000)))
+
+    def body_of(n: int, marked: bool = True) -> dict[str, Any]:
+        body = to_request(requests[n], "anthropic", model="claude-sonnet-4-5")
+        if marked:
+            body["messages"][2]["content"][0]["cache_control"] = {"type": "ephemeral", "ttl": "1h"}
+        return body
+
+    with Session("hour", store="memory:", policy=Policy()) as session:
+        for n in range(1, len(requests)):
+            session.manage(body_of(n), "anthropic")
+            assert session._schedule._frame[2] is ANTHROPIC_1H, n
+        session.manage(body_of(len(requests) - 1, marked=False), "anthropic")
+        assert session._schedule._frame[2] is ANTHROPIC_5M
+
+
 def test_a_price_file_is_read_and_a_bad_one_is_one_input_error(tmp_path: Path) -> None:
     good = tmp_path / "negotiated.json"
     good.write_bytes(orjson.dumps({"write": 1.1, "read": 0.05, "ttl": 600}))

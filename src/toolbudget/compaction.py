@@ -78,7 +78,7 @@ from .model import Message, Request, ToolCall
 from .models import context_window
 from .policy import Policy
 from .previews import STRATEGY, detect, split_envelope
-from .prices import ANTHROPIC_5M, PriceModel, price_for
+from .prices import ANTHROPIC_5M, PriceModel, marks_one_hour, price_for
 from .tools import EDITOR_TOOLS, EXEC_TOOLS, FILE_VIEW_TOOLS, REPORT_TOOLS, WRITE_TOOLS
 
 if TYPE_CHECKING:
@@ -200,6 +200,8 @@ class Schedule:
     def __init__(self) -> None:
         self._messages: tuple[Message, ...] = ()
         self._frame: tuple[int, int, PriceModel | None] = (0, 0, None)
+        self._hour: tuple[int, bool] = (0, False)
+        """How many messages of the last history were checked for the one-hour cache, and the answer."""
         self._carry: _Carry | None = None
         self._points: list[_Checkpoint] = []
         self.events: list[int] = []
@@ -292,7 +294,11 @@ class Schedule:
         window_chars = chars_for(context_window(policy, request.model))
         # The system prompt and the tool definitions fill the window too.
         fixed = fixed_chars(request)
-        price = price_for(policy, request.api, request.model, request)
+        # Whether a message asks for the one-hour cache, checked on the new messages alone.
+        checked, hour = self._hour if self._hour[0] <= same else (0, False)
+        hour = hour or marks_one_hour(request.messages, checked)
+        self._hour = (len(request.messages), hour)
+        price = price_for(policy, request.api, request.model, request, hour_in_messages=hour)
         # Every earlier decision depends on these too: when they change, none of the memo holds.
         frame = (window_chars, fixed, price)
         resume = self._resume(same, points) if frame == self._frame else 0

@@ -32,7 +32,7 @@ Sources (checked 2026):
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -43,7 +43,7 @@ import orjson
 from .errors import InputError
 
 if TYPE_CHECKING:
-    from .model import Request
+    from .model import Message, Request
     from .policy import Policy
 
 __all__ = [
@@ -56,6 +56,7 @@ __all__ = [
     "PriceModel",
     "asks_one_hour",
     "load_price",
+    "marks_one_hour",
     "price_for",
 ]
 
@@ -136,23 +137,41 @@ def _from_file(path: str, _mtime: int) -> PriceModel:
     return PriceModel(str(name), value["write"], value["read"], value.get("ttl", 300.0))
 
 
-def asks_one_hour(request: Request) -> bool:
-    """Whether an Anthropic request asks for the one-hour cache (``cache_control.ttl == "1h"``)."""
+def _marked(extra: Mapping[str, Any]) -> bool:
+    control = extra.get("cache_control")
+    return isinstance(control, Mapping) and control.get("ttl") == "1h"
 
-    def marked(extra: Mapping[str, Any]) -> bool:
-        control = extra.get("cache_control")
-        return isinstance(control, Mapping) and control.get("ttl") == "1h"
 
-    if marked(request.extra):
-        return True
-    parts = [*request.system, *(p for m in request.messages for p in m.parts)]
-    return any(marked(getattr(p, "extra", {}) or {}) for p in parts) or any(
-        marked(t.extra) for t in request.tools
+def marks_one_hour(messages: Sequence[Message], begin: int = 0) -> bool:
+    """Whether a part of ``messages[begin:]`` asks for the one-hour cache: a history that only
+    grew is checked on its new messages alone (see :func:`asks_one_hour`)."""
+    return any(
+        _marked(getattr(part, "extra", {}) or {})
+        for i in range(begin, len(messages))
+        for part in messages[i].parts
     )
 
 
+def asks_one_hour(request: Request, in_messages: bool | None = None) -> bool:
+    """Whether an Anthropic request asks for the one-hour cache (``cache_control.ttl == "1h"``).
+
+    ``in_messages`` is what :func:`marks_one_hour` says of its messages, when
+    the caller knows it already; ``None`` checks them all.
+    """
+    if _marked(request.extra) or any(_marked(getattr(p, "extra", {}) or {}) for p in request.system):
+        return True
+    if any(_marked(t.extra) for t in request.tools):
+        return True
+    return marks_one_hour(request.messages) if in_messages is None else in_messages
+
+
 def price_for(
-    policy: Policy, api: str | None, model: str | None, request: Request | None = None
+    policy: Policy,
+    api: str | None,
+    model: str | None,
+    request: Request | None = None,
+    *,
+    hour_in_messages: bool | None = None,
 ) -> PriceModel:
     """The price model of a request: the policy's ``cache_price``, else the provider's own.
 
@@ -168,5 +187,7 @@ def price_for(
     if api == "gemini":
         return GEMINI
     if api == "anthropic" or (api == "bedrock-converse" and ("claude" in name or "anthropic" in name)):
-        return ANTHROPIC_1H if request is not None and asks_one_hour(request) else ANTHROPIC_5M
+        return (
+            ANTHROPIC_1H if request is not None and asks_one_hour(request, hour_in_messages) else ANTHROPIC_5M
+        )
     return ANTHROPIC_5M
