@@ -222,21 +222,46 @@ def drive(call: ManagedCall, send: Callable[[Any], Any]) -> Outcome:
         return outcome
 
 
-async def adrive(call: ManagedCall, send: Callable[[Any], Awaitable[Any]]) -> Outcome:
-    """:func:`drive` with an async ``send``."""
+async def adrive(
+    call: ManagedCall,
+    send: Callable[[Any], Awaitable[Any]],
+    *,
+    heavy: Callable[..., Awaitable[tuple[bool, Any]]] | None = None,
+) -> Outcome:
+    """:func:`drive` with an async ``send``.
+
+    ``heavy(fn, *args)``, when given, runs the steps that manage a body where
+    the caller wants them (the proxy: off its event loop while the store is
+    slow): the first step, and each after an error, since a rung of the
+    recovery ladder manages the body again. What follows an answer (reading
+    it, asking for more of a cut-off one) is light and runs here.
+    """
     steps = call.steps()
+
+    async def managing(advance: Callable[[Any], Any], given: Any) -> tuple[bool, Any]:
+        return _step(advance, given) if heavy is None else await heavy(_step, advance, given)
+
+    done, value = await managing(steps.send, None)
+    while not done:
+        try:
+            answer = await send(value)
+        except Exception as exc:
+            done, value = await managing(steps.throw, exc)
+        else:
+            done, value = _step(steps.send, answer)
+    outcome: Outcome = value
+    return outcome
+
+
+def _step(advance: Callable[[Any], Any], given: Any) -> tuple[bool, Any]:
+    """One step of a flow: ``(False, body to send)``, or ``(True, outcome)`` when it ended.
+
+    The end is a ``StopIteration``, which a future cannot carry: it is returned instead.
+    """
     try:
-        body = next(steps)
-        while True:
-            try:
-                answer = await send(body)
-            except Exception as exc:
-                body = steps.throw(exc)
-            else:
-                body = steps.send(answer)
-    except StopIteration as done:
-        outcome: Outcome = done.value
-        return outcome
+        return False, advance(given)
+    except StopIteration as end:
+        return True, end.value
 
 
 def opaque(answer: Any) -> None:

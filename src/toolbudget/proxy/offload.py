@@ -31,7 +31,7 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from ..flow import ManagedCall, Outcome
+from ..flow import ManagedCall, Outcome, adrive
 from ..store.guard import recent_wait
 
 __all__ = ["SLOW_STORE", "Offload"]
@@ -84,35 +84,11 @@ class Offload:
                 self._queued -= 1
 
     async def drive(self, call: ManagedCall, send: Callable[[Any], Awaitable[Any]]) -> Outcome:
-        """:func:`toolbudget.flow.adrive` with the steps that manage a body given to :meth:`run`:
-        the first (``manage``, with its cuts written to the store) and those after an error (a
-        rung of the recovery ladder manages the body again). What follows an answer (reading
-        it, asking for more of a cut-off one) is light, touches no store, and stays on the loop."""
-        steps = call.steps()
-        done, value = await self.run(_step, steps.send, None)
-        while not done:
-            try:
-                answer = await send(value)
-            except Exception as exc:
-                done, value = await self.run(_step, steps.throw, exc)
-            else:
-                done, value = _step(steps.send, answer)
-        outcome: Outcome = value
-        return outcome
+        """:func:`toolbudget.flow.adrive` with the steps that manage a body given to :meth:`run`."""
+        return await adrive(call, send, heavy=self.run)
 
     def close(self) -> None:
         """Let the thread go once its step is done; steps not begun are dropped."""
         executor, self._executor = self._executor, None
         if executor is not None:
             executor.shutdown(wait=False, cancel_futures=True)
-
-
-def _step(advance: Callable[[Any], Any], given: Any) -> tuple[bool, Any]:
-    """One step of a flow: ``(False, body to send)``, or ``(True, outcome)`` when it ended.
-
-    The end is a ``StopIteration``, which a future cannot carry: it is returned instead.
-    """
-    try:
-        return False, advance(given)
-    except StopIteration as end:
-        return True, end.value
