@@ -766,11 +766,14 @@ def soak(args: argparse.Namespace) -> None:
             wait_for(proxy_port)
             url = f"http://127.0.0.1:{proxy_port}"
 
-            async def run() -> tuple[int, int, list[tuple[float, int, int]]]:
+            async def run() -> tuple[
+                int, int, list[tuple[float, int, int]], list[tuple[float, dict[str, float]]]
+            ]:
                 from aiohttp import ClientSession, ClientTimeout, TCPConnector
 
                 done = errors = 0
                 samples: list[tuple[float, int, int]] = []
+                pools: list[tuple[float, dict[str, float]]] = []
                 end = time.monotonic() + args.seconds
                 async with ClientSession(
                     connector=TCPConnector(limit=0), timeout=ClientTimeout(total=120)
@@ -801,13 +804,16 @@ def soak(args: argparse.Namespace) -> None:
                     async def sampler() -> None:
                         while time.monotonic() < end:
                             samples.append((time.monotonic(), *_proc(child.pid)))
+                            if len(samples) % 10 == 1:
+                                async with client.get(url + "/metrics") as answer:
+                                    pools.append((samples[-1][0], _gauges(await answer.text())))
                             await asyncio.sleep(1)
 
                     await asyncio.gather(sampler(), *(worker(i) for i in range(args.clients)))
-                return done, errors, samples
+                return done, errors, samples, pools
 
             began = time.monotonic()
-            done, errors, samples = asyncio.run(run())
+            done, errors, samples, pools = asyncio.run(run())
             took = time.monotonic() - began
     warm = samples[len(samples) // 4]
     final = samples[-1]
@@ -819,6 +825,26 @@ def soak(args: argparse.Namespace) -> None:
     growth = (final[1] / warm[1] - 1) * 100
     print(f"RSS after warm-up {warm[1] / 1024:.1f} MB, at the end {final[1] / 1024:.1f} MB ({growth:+.1f} %)")
     print(f"open fds after warm-up {warm[2]}, at the end {final[2]}")
+    print("  s in    RSS MB   fds   live sessions   held MB   parse-cache entries")
+    by_time = {at: (rss, fds) for at, rss, fds in samples}
+    for at, pool in pools[:: max(1, len(pools) // 16)] + pools[-1:]:
+        rss, fds = by_time[at]
+        print(
+            f"  {at - samples[0][0]:5.0f} {rss / 1024:9.1f} {fds:5d}"
+            f"   {pool.get('toolbudget_sessions_live', 0):13.0f}"
+            f"   {pool.get('toolbudget_sessions_held_bytes', 0) / 2**20:7.1f}"
+            f"   {pool.get('toolbudget_parse_cache_entries', 0):19.0f}"
+        )
+
+
+def _gauges(text: str) -> dict[str, float]:
+    """The pool's gauges from the proxy's ``/metrics`` text."""
+    out = {}
+    for line in text.splitlines():
+        name, _, value = line.partition(" ")
+        if name.startswith(("toolbudget_sessions_", "toolbudget_parse_cache")):
+            out[name] = float(value)
+    return out
 
 
 def main() -> None:

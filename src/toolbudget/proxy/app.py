@@ -101,6 +101,8 @@ class Proxy:
         )
         self._own_sessions = sessions is None
         self.metrics = Metrics()
+        pool = self.sessions
+        self.metrics.watch(lambda: len(pool), lambda: pool.held_bytes, lambda: pool.cached_entries)
         self.client: ClientSession | None = None
         # Managing off the loop when the store is slow: its waits stall no other client (see .offload).
         self.offload = None if config.offload == "never" else Offload(always=config.offload == "always")

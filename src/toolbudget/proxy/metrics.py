@@ -9,7 +9,9 @@ read from upstream are compared with the bytes written to the client.
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from collections.abc import Callable
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from ..model import Usage
 
@@ -80,6 +82,21 @@ class Metrics:
         self.request_seconds = Histogram(
             "toolbudget_request_duration_seconds", "Whole request time.", buckets=_SLOW, registry=r
         )
+
+    def watch(
+        self, live: Callable[[], float], held: Callable[[], float], cached: Callable[[], float]
+    ) -> None:
+        """Gauges of the session pool, read when the metrics are: a soak sees what memory holds."""
+        r = self.registry
+        Gauge("toolbudget_sessions_live", "Live sessions in the pool.", registry=r).set_function(live)
+        Gauge(
+            "toolbudget_sessions_held_bytes",
+            "JSON history bytes the live sessions hold (bounded by max_held_bytes).",
+            registry=r,
+        ).set_function(held)
+        Gauge(
+            "toolbudget_parse_cache_entries", "Parsed history entries the pool's caches hold.", registry=r
+        ).set_function(cached)
 
     def usage(self, usage: Usage | None) -> None:
         """Count the tokens the upstream reported for one answer."""
