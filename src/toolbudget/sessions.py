@@ -75,7 +75,7 @@ from .policy import Policy
 from .session import Session, TokenCounter, conversation_id
 from .store import Store, open_store
 
-__all__ = ["SESSION_HEADER", "Sessions", "session_id_of"]
+__all__ = ["SESSION_HEADER", "Sessions", "derived_id", "session_id_of"]
 
 SESSION_HEADER = "x-toolbudget-session"
 """The header that names a request's session outright."""
@@ -152,6 +152,72 @@ def _without_billing(request: Request) -> Request:
     return request if len(kept) == len(request.system) else replace(request, system=kept)
 
 
+# Where each API keeps its history, and the fields besides it that hold system text.
+_PARTS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "anthropic": ("messages", ("system",)),
+    "openai-chat": ("messages", ()),
+    "openai-responses": ("input", ("instructions",)),
+    "gemini": ("contents", ("systemInstruction", "system_instruction")),
+    "bedrock-converse": ("messages", ("system",)),
+}
+_SYSTEM_ROLES = frozenset({"system", "developer"})
+"""The wire roles that any API reads as a system message."""
+
+
+def derived_id(
+    parsed: dict[str, Any], api: str, cache: wire.EntryCache | None = None
+) -> tuple[str, Request | None]:
+    """The id of a conversation that names none, and the whole body's parse if one was made.
+
+    The id is :func:`~toolbudget.session.conversation_id` of the request
+    without Claude Code's attribution block, but reached without parsing the
+    whole history: only the system fields, the messages that may be system
+    ones (any entry whose role is not plainly another) and the history's
+    first entries, as far as the task's run of same-role messages goes, are
+    parsed, by the API's own parser. Every other entry is read by no more
+    than a look at its role, so a 500 KB history costs the parse of its head.
+    The run's end is checked on the parse itself, reading further when the
+    head holds all of it. A body that head does not parse (a bad entry, a
+    history that is not a list) is parsed whole, as before, and that parse
+    is handed back (``manage`` uses it, or raises what it raises).
+    """
+    key, system_keys = _PARTS[api]
+    entries = parsed.get(key)
+    if isinstance(entries, list):
+        head = {name: parsed[name] for name in system_keys if name in parsed}
+        try:
+            return _head_id(head, key, entries, api, cache), None
+        except InputError:
+            pass  # the whole parse below raises what is wrong, or finds the id after all
+    request = wire.parse(parsed, api, cache)
+    return conversation_id(_without_billing(request)), request
+
+
+def _head_id(
+    head: dict[str, Any], key: str, entries: list[Any], api: str, cache: wire.EntryCache | None
+) -> str:
+    """The conversation's id from the parse of its history's head and its possible system messages."""
+    system = [
+        i
+        for i, entry in enumerate(entries)
+        if not isinstance(entry, dict) or entry.get("role") in _SYSTEM_ROLES
+    ]
+    taken = set(system)
+    first = next((i for i in range(len(entries)) if i not in taken), len(entries))
+    end = min(len(entries), first + 2)
+    parse = wire.module(api).parse
+    while True:
+        later = [entries[i] for i in system if i >= end]
+        request = parse({**head, key: [*entries[:end], *later]}, cache)
+        if end == len(entries):
+            break
+        roles = [m.role for m in request.messages[:end] if m.role != "system"]
+        if any(role != roles[0] for role in roles[1:]):
+            break  # the task's run ends inside the head: later entries cannot change the id
+        end = min(len(entries), first + 2 * (end - first))
+    return conversation_id(_without_billing(request))
+
+
 _RECENT = 64
 """How many of the sessions handed out last are weighed again at each ``get``."""
 _REWEIGH_EVERY = 256
@@ -214,6 +280,17 @@ class Sessions:
         with self._lock:
             return len(self._live)
 
+    @property
+    def held_bytes(self) -> int:
+        """Bytes of JSON history the live sessions hold, as last weighed (kept under ``max_held_bytes``)."""
+        with self._lock:
+            return self._held_total
+
+    @property
+    def cached_entries(self) -> int:
+        """Parsed history entries the pool's parse caches hold, over every API."""
+        return sum(len(cache.entries) for cache in self._caches.values())
+
     def for_request(
         self,
         body: Any,
@@ -241,8 +318,7 @@ class Sessions:
         sid = session_id_of(parsed, headers)
         request = None
         if sid is None:
-            request = wire.parse(parsed, name, self._caches[name])
-            sid = conversation_id(_without_billing(request))
+            sid, request = derived_id(parsed, name, self._caches[name])
         session = self.get(sid if tenant is None else f"{tenant}-{sid}")
         session._prime(body, parsed, name, request)
         return session
