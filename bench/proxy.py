@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import socket
 import statistics
@@ -119,6 +120,8 @@ def serve_upstream(port: int) -> None:
 
     async def handle(request: web.Request) -> web.StreamResponse:
         body = await request.read()
+        if request.path.endswith("/count_tokens"):
+            return web.json_response({"input_tokens": len(body) // 4})
         if b'"stream":true' not in body:
             return web.Response(body=UPSTREAM_REPLY, content_type="application/json")
         answer = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
@@ -194,8 +197,9 @@ def serve_starlette_forwarder(port: int, upstream: str) -> None:
 
 
 @contextmanager
-def process(*args: str) -> Iterator[subprocess.Popen[bytes]]:
-    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+def process(*args: str, src: str | None = None) -> Iterator[subprocess.Popen[bytes]]:
+    """This Python on ``args`` in a child process, importing toolbudget from ``src`` (default: this tree)."""
+    env = {**os.environ, "PYTHONPATH": src or str(REPO / "src")}
     child = subprocess.Popen(
         [sys.executable, *args], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
@@ -461,10 +465,21 @@ def _streamed(data: bytes, stream: bool) -> bytes:
 
 
 async def replay(
-    url: str, requests: list[bytes], clients: int, stream: bool, rounds: int = 1, tag: str = ""
+    url: str,
+    requests: list[bytes],
+    clients: int,
+    stream: bool,
+    rounds: int = 1,
+    tag: str = "",
+    *,
+    derived: bool = False,
+    path: str = "/v1/messages",
 ) -> tuple[list[float], list[float], int]:
     """Each of ``clients`` sessions sends ``requests`` in order, ``rounds`` times (each round as new
-    sessions, so each is managed from its first request again); latencies, TTFBs (s), errors."""
+    sessions, so each is managed from its first request again); latencies, TTFBs (s), errors.
+
+    A session names itself in Claude Code's session header; with ``derived`` it names none, and its
+    own system prompt makes it a conversation of its own, whose id the proxy derives from it."""
     from aiohttp import ClientSession, ClientTimeout, TCPConnector
 
     totals: list[float] = []
@@ -483,11 +498,15 @@ async def replay(
                 "content-type": "application/json",
                 "x-api-key": "bench",
                 "anthropic-version": "2023-06-01",
-                "x-claude-code-session-id": session,
             }
+            if not derived:
+                headers["x-claude-code-session-id"] = session
+            system = b'{"system":' + orjson.dumps(f"You are the agent of {session}.") + b","
             for data in bodies:
+                if derived:
+                    data = system + data[1:]
                 started = time.perf_counter()
-                async with client.post(url + "/v1/messages", data=data, headers=headers) as answer:
+                async with client.post(url + path, data=data, headers=headers) as answer:
                     first = None
                     async for _ in answer.content.iter_any():
                         if first is None:
@@ -577,6 +596,28 @@ def manage_growing(requests: list[bytes], clients: int) -> list[float]:
     return times
 
 
+def id_costs(requests: list[bytes], repeat: int = 5) -> tuple[list[float], list[float]]:
+    """Finding the id of a conversation that names none, per request (s), in this process, each with a
+    warm parse cache as a proxy's pool has: the whole body parsed (what the pool did before
+    :func:`toolbudget.sessions.derived_id`) and the head alone (what it does now)."""
+    from toolbudget import wire
+    from toolbudget.session import conversation_id
+    from toolbudget.sessions import _without_billing, derived_id
+
+    bodies = [orjson.loads(b'{"system":"You are the agent.",' + data[1:]) for data in requests]
+    whole_cache, head_cache = wire.EntryCache(), wire.EntryCache()
+    whole, head = [], []
+    for _ in range(repeat):
+        for body in bodies:
+            started = time.perf_counter()
+            conversation_id(_without_billing(wire.parse(body, "anthropic", whole_cache)))
+            whole.append(time.perf_counter() - started)
+            started = time.perf_counter()
+            derived_id(body, "anthropic", head_cache)
+            head.append(time.perf_counter() - started)
+    return whole, head
+
+
 def floor_of(data: bytes, repeat: int = 30) -> float:
     """The least any JSON proxy pays per body: parse it and write it once (s, median)."""
     runs = []
@@ -595,58 +636,73 @@ def agents(args: argparse.Namespace) -> None:
     print(
         f"{len(requests)} growing requests per client, {sizes[0] / 1000:.0f} KB to {sizes[-1] / 1000:.0f} KB "
         f"(median {statistics.median(sizes) / 1000:.0f} KB); {args.clients} concurrent clients; "
-        f"{os.cpu_count()} cores"
+        f"{os.cpu_count()} cores; sessions "
+        + ("derived from the conversation (no session header)" if args.derived else "named by a header")
     )
-    up_port, proxy_port = free_port(), free_port()
-    own: list[tuple[float, float]] = []
-    cpu: list[float] = []
-    with process(__file__, "_upstream", str(up_port)):
+    timed = [("proxy", None)] + ([("baseline", args.baseline)] if args.baseline else [])
+    if args.baseline:
+        print(f"baseline: the proxy of the tree at {args.baseline}, run beside this one")
+    up_port = free_port()
+    ports = {name: free_port() for name, _ in timed}
+    own: dict[str, dict[str, list[float]]] = {name: {} for name, _ in timed}
+    cpu: dict[str, dict[str, float]] = {name: {} for name, _ in timed}
+    kinds = [("whole", False, "/v1/messages"), ("stream", True, "/v1/messages")]
+    if args.count:
+        kinds.append(("count", False, "/v1/messages/count_tokens"))
+    with process(__file__, "_upstream", str(up_port)), contextlib.ExitStack() as stack:
         wait_for(up_port)
         upstream = f"http://127.0.0.1:{up_port}"
-        store = f"dir:{Path(os.environ.get('TMPDIR', '/tmp')) / f'toolbudget-agents-{os.getpid()}'}"
-        with (
-            process(
-                __file__,
-                "_timed_proxy",
-                str(proxy_port),
-                upstream,
-                store,
-                args.profile or "",
-                args.manage,
-            ) as child,  # fmt: skip
-            headroom_proxy(args.headroom, upstream) as peer,
-        ):
-            wait_for(proxy_port)
-            proxy = f"http://127.0.0.1:{proxy_port}"
-            legs = [("direct", upstream), ("proxy", proxy), ("direct again", upstream)]
-            if peer is not None:
-                legs.insert(2, ("headroom", peer))
-            for stream in (False, True):
-                rows = {}
-                for name, url in legs:
-                    # Warm-up: connections, and sessions of their own.
-                    asyncio.run(replay(url, requests[:2], args.clients, stream, tag="warm-"))
-                    if name == "proxy":
-                        _bench_get(proxy, "/_bench/times")
-                        cpu_before = _cpu_seconds(child.pid)
-                    rows[name] = asyncio.run(replay(url, requests, args.clients, stream, args.rounds))
-                    if name == "proxy":
-                        cpu.append(_cpu_seconds(child.pid) - cpu_before)
-                        own.extend(tuple(t) for t in orjson.loads(_bench_get(proxy, "/_bench/times")))
-                _report(rows, stream, len(requests), args.clients)
-            if args.profile:
-                _bench_get(proxy, "/_bench/profile")
-    mine = [total - wait for total, wait in own]
+        children = {}
+        for name, src in timed:
+            store = (
+                f"dir:{Path(os.environ.get('TMPDIR', '/tmp')) / f'toolbudget-agents-{os.getpid()}-{name}'}"
+            )
+            profile = args.profile if name == "proxy" and args.profile else ""
+            argv = (__file__, "_timed_proxy", str(ports[name]), upstream, store, profile, args.manage)
+            children[name] = stack.enter_context(process(*argv, src=src))
+        peer = stack.enter_context(headroom_proxy(args.headroom, upstream))
+        for name in children:
+            wait_for(ports[name])
+        urls = {name: f"http://127.0.0.1:{ports[name]}" for name in children}
+        legs = [("direct", upstream), *urls.items()]
+        if peer is not None:
+            legs.append(("headroom", peer))
+        legs.append(("direct again", upstream))
+        for kind, stream, path in kinds:
+            rows = {}
+            for name, url in legs:
+                # Warm-up: connections, and sessions of their own.
+                asyncio.run(
+                    replay(
+                        url, requests[:2], args.clients, stream, tag="warm-", derived=args.derived, path=path
+                    )
+                )
+                if name in children:
+                    _bench_get(url, "/_bench/times")
+                    cpu_before = _cpu_seconds(children[name].pid)
+                rows[name] = asyncio.run(
+                    replay(url, requests, args.clients, stream, args.rounds, derived=args.derived, path=path)
+                )
+                if name in children:
+                    cpu[name][kind] = _cpu_seconds(children[name].pid) - cpu_before
+                    times = orjson.loads(_bench_get(url, "/_bench/times"))
+                    own[name][kind] = [total - wait for total, wait in times]
+            _report(rows, stream, len(requests), args.clients, "count_tokens" if kind == "count" else None)
+        if args.profile:
+            _bench_get(urls["proxy"], "/_bench/profile")
     served = len(requests) * args.clients * args.rounds
-    print(
-        "the proxy process's CPU time per request (all its threads; steadier than wall time on a "
-        "busy machine): "
-        + ", ".join(f"{k} {t / served * 1000:.2f} ms" for k, t in zip(("whole", "stream"), cpu, strict=True))
-    )
-    print(
-        f"the proxy's own time per request (inside it, without the upstream's wait): "
-        f"p50 {pct(mine, 0.5):.2f} ms, p99 {pct(mine, 0.99):.2f} ms"
-    )
+    for name in children:
+        print(
+            f"{name}: CPU time of its process per request (all its threads; steadier than wall time on a "
+            "busy machine): " + ", ".join(f"{k} {t / served * 1000:.2f} ms" for k, t in cpu[name].items())
+        )
+        print(
+            f"{name}: its own time per request (inside it, without the upstream's wait): "
+            + ", ".join(
+                f"{k} p50 {pct(mine, 0.5):.2f} ms p99 {pct(mine, 0.99):.2f} ms"
+                for k, mine in own[name].items()
+            )
+        )
     managed = manage_growing(requests, args.clients)
     print(
         f"parse + manage + write in one process: p50 {pct(managed, 0.5):.2f} ms, "
@@ -654,6 +710,12 @@ def agents(args: argparse.Namespace) -> None:
     )
     floor = floor_of(requests[-1]) * 1000
     print(f"parse + write alone of the largest body ({sizes[-1] / 1000:.0f} KB): {floor:.2f} ms")
+    whole, head = id_costs(requests)
+    print(
+        f"a derived session id in one process: the whole body parsed p50 {pct(whole, 0.5):.3f} ms "
+        f"p99 {pct(whole, 0.99):.3f} ms; its head alone p50 {pct(head, 0.5):.3f} ms "
+        f"p99 {pct(head, 0.99):.3f} ms"
+    )
     if args.profile:
         print(f"profile of the proxy process: {args.profile}")
 
@@ -716,9 +778,13 @@ def _bench_get(base: str, path: str) -> bytes:
 
 
 def _report(
-    rows: dict[str, tuple[list[float], list[float], int]], stream: bool, turns: int, clients: int
+    rows: dict[str, tuple[list[float], list[float], int]],
+    stream: bool,
+    turns: int,
+    clients: int,
+    kind: str | None = None,
 ) -> None:
-    kind = "streaming" if stream else "non-streaming"
+    kind = kind or ("streaming" if stream else "non-streaming")
     print(f"{kind}: {clients} clients x {turns} requests; ms")
     direct = rows["direct"]
     for name, (totals, firsts, errors) in rows.items():
@@ -877,6 +943,19 @@ def main() -> None:
         "--rounds", type=int, default=1, help="times each client replays it, as new sessions each time"
     )
     replaying.add_argument("--profile", help="write a cProfile of the proxy process here")
+    replaying.add_argument(
+        "--derived",
+        action="store_true",
+        help="no session header: a system prompt of its own names each session, the proxy derives its id",
+    )
+    replaying.add_argument(
+        "--baseline",
+        metavar="SRC",
+        help="also run the proxy of another tree's src directory (an older commit), in the same run",
+    )
+    replaying.add_argument(
+        "--count", action="store_true", help="also replay the requests to /v1/messages/count_tokens"
+    )
     replaying.add_argument(
         "--manage",
         choices=("auto", "always", "never"),
