@@ -47,6 +47,7 @@ from ..sessions import Sessions
 from .bodies import decode_body
 from .config import ProxyConfig
 from .errors import error_body
+from .memory import fix_mmap_threshold
 from .metrics import Metrics
 from .offload import Offload
 from .routes import Route, route_of
@@ -108,6 +109,8 @@ class Proxy:
         self.offload = None if config.offload == "never" else Offload(always=config.offload == "always")
 
     async def start(self, _app: web.Application) -> AsyncIterator[None]:
+        if self.config.mmap_threshold is not None:
+            fix_mmap_threshold(self.config.mmap_threshold)  # a long-lived process: see .memory
         timeout = ClientTimeout(
             total=None, sock_connect=self.config.connect_timeout, sock_read=self.config.read_timeout
         )
