@@ -18,7 +18,7 @@ Two measurements, each against a fast local upstream in its own process:
     directly. ``manage`` time for the same bodies, measured in-process, is
     printed beside it: the streaming TTFB should grow by no more than that.
 
-``python bench/proxy.py agents [--clients 32] [--turns 64] [--rounds 1] [--trajectory NAME] [--profile FILE]``
+``python bench/proxy.py agents [--clients 32] [--turns 64] [--rounds 1] [--derived] [--count] ...``
     As agents really send: each client is one session replaying the same real
     trajectory (by default the one with the most tool results whose history
     stays under 560 KB) as growing requests, request k being the history up to
@@ -34,6 +34,13 @@ Two measurements, each against a fast local upstream in its own process:
     on its event loop, instead of choosing by the store's waits
     (``ProxyConfig.offload``).
     ``--profile`` writes a cProfile of the proxy process to FILE.
+    A bare aiohttp forwarder on the same requests is measured beside it: the
+    least any proxy on this stack adds. ``--derived`` sends no session header,
+    so the proxy derives each session's id from its conversation (each has a
+    system prompt of its own); ``--count`` replays the requests to
+    ``/v1/messages/count_tokens`` too, which the proxy manages and counts
+    upstream; ``--baseline SRC`` runs the proxy of another tree (``src`` of an
+    older commit) beside this one, in the same run.
 
 ``python bench/proxy.py soak [--clients 200] [--seconds 60] [--agents]``
     Many clients for a while (by default 200 for 60 s), half of the requests
@@ -661,10 +668,12 @@ def agents(args: argparse.Namespace) -> None:
             argv = (__file__, "_timed_proxy", str(ports[name]), upstream, store, profile, args.manage)
             children[name] = stack.enter_context(process(*argv, src=src))
         peer = stack.enter_context(headroom_proxy(args.headroom, upstream))
-        for name in children:
-            wait_for(ports[name])
+        bare = free_port()  # the floor of any proxy on this stack: read the body, post it, relay the answer
+        stack.enter_context(process(__file__, "_aiohttp", str(bare), upstream))
+        for port in [*ports.values(), bare]:
+            wait_for(port)
         urls = {name: f"http://127.0.0.1:{ports[name]}" for name in children}
-        legs = [("direct", upstream), *urls.items()]
+        legs = [("direct", upstream), ("forwarder", f"http://127.0.0.1:{bare}"), *urls.items()]
         if peer is not None:
             legs.append(("headroom", peer))
         legs.append(("direct again", upstream))
