@@ -823,6 +823,8 @@ def _proc(pid: int) -> tuple[int, int]:
 
 
 def soak(args: argparse.Namespace) -> None:
+    from toolbudget.proxy.config import ProxyConfig
+
     body = orjson.dumps(
         {"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "word " * 20_000}]}
     )
@@ -900,6 +902,15 @@ def soak(args: argparse.Namespace) -> None:
     growth = (final[1] / warm[1] - 1) * 100
     print(f"RSS after warm-up {warm[1] / 1024:.1f} MB, at the end {final[1] / 1024:.1f} MB ({growth:+.1f} %)")
     print(f"open fds after warm-up {warm[2]}, at the end {final[2]}")
+    bound = ProxyConfig().max_held_bytes
+    full = [at for at, pool in pools if pool.get("toolbudget_sessions_held_bytes", 0) >= 0.95 * bound]
+    if full:
+        after = [rss / 1024 for at, rss, _ in samples if at >= full[0]]
+        print(
+            f"from when the sessions' held bytes reach the bound ({bound / 2**20:.0f} MB, "
+            f"{full[0] - samples[0][0]:.0f} s in): RSS {after[0]:.1f} MB then, {after[-1]:.1f} MB at the end "
+            f"({(after[-1] / after[0] - 1) * 100:+.1f} %), {min(after):.1f} to {max(after):.1f} MB between"
+        )
     print("  s in    RSS MB   fds   live sessions   held MB   parse-cache entries")
     by_time = {at: (rss, fds) for at, rss, fds in samples}
     for at, pool in pools[:: max(1, len(pools) // 16)] + pools[-1:]:
