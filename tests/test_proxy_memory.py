@@ -1,4 +1,5 @@
-"""The proxy's process gives large freed buffers back to the system, so its memory follows what it holds."""
+"""The proxy hands freed memory back to the system after sessions are dropped, so its memory follows
+what it holds."""
 
 from __future__ import annotations
 
@@ -6,62 +7,86 @@ import platform
 import subprocess
 import sys
 import textwrap
+import threading
+import time
 
 import pytest
 
-from toolbudget import InputError
+from toolbudget import InputError, Sessions
 from toolbudget.proxy import ProxyConfig
+from toolbudget.proxy import app as proxy_app
+from toolbudget.proxy.server import running
 
 _GLIBC = platform.system() == "Linux" and platform.libc_ver()[0] == "glibc"
 
-# Starts a proxy app (its startup runs, nothing is served), then frees a 2 MB buffer, which raises
-# glibc's own mmap threshold past 600 KB unless the threshold is fixed, and keeps a 600 KB one:
-# prints the bytes glibc holds in mappings of their own, where a fixed threshold puts that buffer.
+# 200 freed buffers of 300 KB, carved from the heap (a 4 MB buffer freed first raised glibc's mmap
+# threshold past them) under one still held at the heap's top: the heap cannot shrink from its top,
+# so their pages stay resident until trimmed. Prints resident MB before and after.
 _PROBE = textwrap.dedent(
     """
-    import asyncio, ctypes, sys
-    from aiohttp import web
-    from toolbudget.proxy import ProxyConfig, create_app
+    import sys
+    from toolbudget.proxy.memory import trim
 
-    class Info(ctypes.Structure):
-        _fields_ = [(n, ctypes.c_size_t) for n in (
-            "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks",
-            "fordblks", "keepcost")]
+    def rss():
+        for line in open("/proc/self/status"):
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) // 1024
 
-    libc = ctypes.CDLL("libc.so.6")
-    libc.mallinfo2.restype = Info
-    threshold = None if sys.argv[1] == "none" else 256 * 1024
-
-    async def main():
-        runner = web.AppRunner(create_app(ProxyConfig(store="memory:", mmap_threshold=threshold)))
-        await runner.setup()
-        big = bytes(2_000_000)
-        del big
-        before = libc.mallinfo2().hblkhd
-        kept = bytes(600_000)
-        print(libc.mallinfo2().hblkhd - before)
-        await runner.cleanup()
-
-    asyncio.run(main())
+    big = bytes(4_000_000)
+    del big
+    held = [bytes(300_000 + i) for i in range(200)]
+    last = held[-1]
+    del held
+    before = rss()
+    if sys.argv[1] == "trim":
+        assert trim()
+    print(before, rss())
     """
 )
 
 
-def _mapped_growth(threshold: str) -> int:
+def _resident(how: str) -> tuple[int, int]:
     done = subprocess.run(
-        [sys.executable, "-c", _PROBE, threshold], capture_output=True, text=True, timeout=60, check=True
+        [sys.executable, "-c", _PROBE, how], capture_output=True, text=True, timeout=60, check=True
     )
-    return int(done.stdout.split()[-1])
+    before, after = done.stdout.split()
+    return int(before), int(after)
 
 
-@pytest.mark.skipif(not _GLIBC, reason="the mmap threshold is glibc's; other allocators have none to fix")
-def test_a_large_buffer_is_mapped_on_its_own_after_a_larger_one_was_freed() -> None:
-    assert _mapped_growth("fixed") >= 600_000
-    assert _mapped_growth("none") < 600_000  # glibc's own threshold moved past it: carved from the heap
+@pytest.mark.skipif(not _GLIBC, reason="malloc_trim is glibc's; other allocators have nothing to ask")
+def test_trim_gives_back_the_pages_of_freed_buffers() -> None:
+    before, after = _resident("trim")
+    assert after <= before - 20, (before, after)
+    before, after = _resident("leave")
+    assert after >= before - 5, (before, after)  # left alone, the freed pages stay resident
 
 
-def test_the_threshold_is_checked() -> None:
-    for bad in (0, -1, 64 * 1024 * 1024):
-        with pytest.raises(InputError, match="mmap_threshold"):
-            ProxyConfig(mmap_threshold=bad)
-    assert ProxyConfig(mmap_threshold=None).mmap_threshold is None
+def test_the_proxy_trims_after_sessions_were_dropped_and_only_then(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[str] = []
+
+    def counted() -> bool:
+        calls.append(threading.current_thread().name)
+        return True
+
+    monkeypatch.setattr(proxy_app, "trim", counted)
+    with (
+        Sessions(store="memory:", max_sessions=1) as pool,
+        running(ProxyConfig(store="memory:", trim_seconds=0.02), sessions=pool),
+    ):
+        pool.get("one")
+        time.sleep(0.3)
+        assert calls == []  # nothing dropped, nothing to give back
+        pool.get("two")  # past max_sessions: "one" is dropped
+        deadline = time.monotonic() + 10
+        while not calls and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert len(calls) == 1 and calls[0] != "toolbudget-proxy"  # once, and off the proxy's loop
+        time.sleep(0.3)
+        assert len(calls) == 1  # no drop since
+
+
+def test_trim_seconds_is_checked() -> None:
+    for bad in (0, -1.0):
+        with pytest.raises(InputError, match="trim_seconds"):
+            ProxyConfig(trim_seconds=bad)
+    assert ProxyConfig(trim_seconds=None).trim_seconds is None

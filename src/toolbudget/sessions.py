@@ -262,6 +262,8 @@ class Sessions:
         self._held: dict[str, int] = {}
         self._held_total = 0
         self._handed: list[str] = []
+        self.dropped = 0
+        """Sessions dropped so far (past a bound, or idle): what a shell may free memory after."""
         self._gets = 0
         self._closed = False
         # Made up front, so no thread ever adds one while another reads the dict.
@@ -367,6 +369,7 @@ class Sessions:
             self._held[id] = held
 
     def _drop(self, id: str) -> Session:
+        self.dropped += 1
         self._held_total -= self._held.pop(id, 0)
         return self._live.pop(id)[0]
 

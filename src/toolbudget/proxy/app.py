@@ -27,6 +27,8 @@ Everything else passes through byte for byte, streamed both ways.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Mapping
@@ -47,7 +49,7 @@ from ..sessions import Sessions
 from .bodies import decode_body
 from .config import ProxyConfig
 from .errors import error_body
-from .memory import fix_mmap_threshold
+from .memory import trim
 from .metrics import Metrics
 from .offload import Offload
 from .routes import Route, route_of
@@ -108,9 +110,22 @@ class Proxy:
         # Managing off the loop when the store is slow: its waits stall no other client (see .offload).
         self.offload = None if config.offload == "never" else Offload(always=config.offload == "always")
 
+    async def _trimming(self, every: float) -> None:
+        """Hand freed memory back to the system after sessions were dropped, at most once per ``every`` s."""
+        loop = asyncio.get_running_loop()
+        seen = self.sessions.dropped
+        while True:
+            await asyncio.sleep(every)
+            dropped = self.sessions.dropped
+            if dropped != seen:
+                seen = dropped
+                await loop.run_in_executor(None, trim)  # off the loop: the call holds no interpreter lock
+
     async def start(self, _app: web.Application) -> AsyncIterator[None]:
-        if self.config.mmap_threshold is not None:
-            fix_mmap_threshold(self.config.mmap_threshold)  # a long-lived process: see .memory
+        every = self.config.trim_seconds
+        trimming = (
+            asyncio.get_running_loop().create_task(self._trimming(every)) if every is not None else None
+        )
         timeout = ClientTimeout(
             total=None, sock_connect=self.config.connect_timeout, sock_read=self.config.read_timeout
         )
@@ -124,6 +139,10 @@ class Proxy:
         try:
             yield
         finally:
+            if trimming is not None:
+                trimming.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await trimming
             await self.client.close()
             if self.offload is not None:
                 self.offload.close()

@@ -82,10 +82,10 @@ class ProxyConfig:
     loop while the store answers quickly and on a thread beside it once the
     store is slow, so a store that takes its time holds up only the request
     that writes to it; ``always`` on that thread; ``never`` on the loop.
-    ``mmap_threshold`` is the size from which the process's allocator maps
-    each buffer on its own and gives it back when freed
+    ``trim_seconds`` is how often, at most, the proxy hands the allocator's
+    free pages back to the system after sessions were dropped
     (:mod:`toolbudget.proxy.memory`), so resident memory follows what the
-    sessions hold; ``None`` leaves the allocator as it is.
+    sessions hold; ``None`` never does.
     """
 
     upstreams: Mapping[str, str] = field(default_factory=lambda: dict(DEFAULT_UPSTREAMS))
@@ -99,7 +99,7 @@ class ProxyConfig:
     max_held_bytes: int = 64 * 1024 * 1024
     idle_seconds: float = 3600.0
     offload: str = "auto"
-    mmap_threshold: int | None = 256 * 1024
+    trim_seconds: float | None = 30.0
 
     def upstream(self, family: str) -> str:
         """The upstream of ``family``: the one given, else its public endpoint (a config made
@@ -112,8 +112,10 @@ class ProxyConfig:
             raise InputError(f"no upstream for {', '.join(missing)}")
         if not self.read_timeout > 0 or not self.connect_timeout > 0:
             raise InputError("the proxy's timeouts must be positive numbers of seconds")
-        if self.mmap_threshold is not None and not 0 < self.mmap_threshold <= 32 * 1024 * 1024:
-            raise InputError(f"mmap_threshold is a size from 1 byte to 32 MiB, not {self.mmap_threshold!r}")
+        if self.trim_seconds is not None and not self.trim_seconds > 0:
+            raise InputError(
+                f"trim_seconds is a positive number of seconds or None, not {self.trim_seconds!r}"
+            )
         if self.offload not in OFFLOADS:
             raise InputError(f"offload is one of {', '.join(OFFLOADS)}, not {self.offload!r}")
 

@@ -1,21 +1,22 @@
-"""Keep the proxy's resident memory near what it holds: large buffers go back to the system when freed.
+"""Keep the proxy's resident memory near what it holds: the allocator's free pages go back to the system.
 
-glibc serves an allocation of at least its mmap threshold (128 KiB at start)
-with a mapping of its own, which a free hands back to the system. But every
-such free raises the threshold to the freed size (up to 32 MiB), so after the
-first 500 KB body, every later body, history copy and long tool output is
-carved from the heap instead. Freed, those leave holes that smaller
-allocations fill only in part, and the heap's top is seldom free to trim: a
-proxy whose sessions come and go keeps growing its resident memory long after
-what it holds stopped growing. Measured with ``bench/proxy.py soak --agents``
+A proxy's sessions come and go (the pool drops the least recently used past
+its bounds), and each freed history leaves holes in glibc's heap: its large
+buffers (500 KB bodies, history copies, long tool outputs) are carved from
+the heap once the first such buffer freed has raised glibc's mmap threshold
+past their size, and a heap is trimmed only from its top, which a buffer
+still in use usually holds. Measured with ``bench/proxy.py soak --agents``
 (sessions bounded by ``max_held_bytes``, Python's own allocated blocks flat),
-resident memory still rose by a quarter over five minutes.
+resident memory still rose by a quarter over five minutes after the bound
+was reached.
 
-Setting the threshold once fixes it there (glibc then stops moving it): each
-buffer of at least that size is a mapping of its own, given back when freed,
-for the cost of a map and an unmap per large buffer (a few microseconds
-beside the milliseconds a 500 KB body takes to manage). Elsewhere than glibc
-there is nothing to set.
+``malloc_trim`` hands every free page back, wherever it lies. The proxy
+calls it from a worker thread (the call holds no interpreter lock) now and
+then, only after sessions were dropped: a few milliseconds of the
+allocator's time, during which the loop's own allocations may wait for it.
+Fixing the mmap threshold instead bounds the heap as well, but costs a map,
+an unmap and the page faults for every large buffer: measured, 0.4 to 0.8 ms
+of CPU more per 500 KB request. Elsewhere than glibc there is nothing to do.
 """
 
 from __future__ import annotations
@@ -23,26 +24,28 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import platform
+from collections.abc import Callable
+from functools import cache
 
-__all__ = ["fix_mmap_threshold"]
-
-_M_MMAP_THRESHOLD = -3
-"""glibc's ``mallopt`` parameter for the mmap threshold (``malloc.h``)."""
+__all__ = ["trim"]
 
 
-def fix_mmap_threshold(size: int) -> bool:
-    """Have glibc map every allocation of at least ``size`` bytes on its own; whether it took.
-
-    Process-wide and lasting: a proxy's process calls it once, at start.
-    """
+@cache
+def _malloc_trim() -> Callable[[int], int] | None:
     if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
-        return False
-    name = ctypes.util.find_library("c") or "libc.so.6"
+        return None
     try:
-        libc = ctypes.CDLL(name)
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
     except OSError:
+        return None
+    found: Callable[[int], int] | None = getattr(libc, "malloc_trim", None)
+    return found
+
+
+def trim() -> bool:
+    """Give the allocator's free pages back to the system; whether there was an allocator to ask."""
+    malloc_trim = _malloc_trim()
+    if malloc_trim is None:
         return False
-    mallopt = getattr(libc, "mallopt", None)
-    if mallopt is None:
-        return False
-    return bool(mallopt(_M_MMAP_THRESHOLD, ctypes.c_int(size)))
+    malloc_trim(0)
+    return True
