@@ -32,13 +32,13 @@ credential (:func:`toolbudget.proxy.tenancy.tenant_of`). Two conversations that
 end up under one id share its archive harmlessly (keys are content hashes,
 and what a session sends depends only on its id and the history).
 
-The body is read once: its JSON, and the parse that derives an id, are
-handed to the session, and the ``manage`` of that same body that follows
-uses them. An id the request names costs no parse at all: ``manage`` then
-parses only the messages appended since the session's last request, which
-is most of a proxy's saving on a long history. All the
-sessions of a pool share one parse cache per API, so a history resent by
-any of them is not parsed again.
+The body is read once: its JSON is handed to the session, and the
+``manage`` of that same body that follows uses it. An id the request names
+costs no parse at all, and one derived from the conversation costs the parse
+of its history's head alone (:func:`derived_id`): ``manage`` then parses only
+the messages appended since the session's last request, which is most of a
+proxy's saving on a long history. All the sessions of a pool share one parse
+cache per API, so a history resent by any of them is not parsed again.
 
 A pool holds at most ``max_sessions`` live sessions, dropping the least
 recently used, and closes those unused for ``idle_seconds``. It also keeps
@@ -306,8 +306,9 @@ class Sessions:
         The body's JSON is read here once, and the ``manage`` of this same
         body object uses it. A session a header or field names needs nothing
         more: the history is left for ``manage``, which parses only what an
-        agent appended since its last request. Only an id derived from the
-        conversation parses the body here (and ``manage`` reuses that parse).
+        agent appended since its last request. An id derived from the
+        conversation parses the history's head here, and the whole body only
+        when the head cannot be read alone (``manage`` reuses that parse).
         A body that is not a JSON object raises here; one whose history is
         bad raises here or at its ``manage``, what ``manage`` would raise.
         With ``tenant`` (1 to 32 of ``[a-z0-9]``), the session is looked up

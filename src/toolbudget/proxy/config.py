@@ -99,7 +99,7 @@ class ProxyConfig:
     max_held_bytes: int = 64 * 1024 * 1024
     idle_seconds: float = 3600.0
     offload: str = "auto"
-    trim_seconds: float | None = 30.0
+    trim_seconds: float | None = 10.0
 
     def upstream(self, family: str) -> str:
         """The upstream of ``family``: the one given, else its public endpoint (a config made
