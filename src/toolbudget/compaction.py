@@ -80,10 +80,10 @@ from .policy import Policy
 from .previews import STRATEGY, detect, split_envelope
 from .prices import ANTHROPIC_5M, PriceModel, marks_one_hour, price_for
 from .schedulerecord import LOOK_BACK, Decided, Inputs
-from .schedulerecord import code_digest as schedule_code_digest
 from .schedulerecord import decode as decode_decided
 from .schedulerecord import encode as encode_decided
 from .schedulerecord import name as decided_name
+from .schedulerecord import policy_text as schedule_policy_text
 from .tools import EDITOR_TOOLS, EXEC_TOOLS, FILE_VIEW_TOOLS, REPORT_TOOLS, WRITE_TOOLS
 
 if TYPE_CHECKING:
@@ -236,7 +236,6 @@ class Schedule:
         """The frame of the last decision (window, fixed characters, price model), as text."""
         self._given = ""
         """The key of the last record :meth:`decided_record` gave."""
-        self._policy: tuple[Policy, str] | None = None
         self._restored: Inputs | None = None
         self._asked: frozenset[int] = frozenset()
         """The points of the request :meth:`stored_keys` was last asked about."""
@@ -505,15 +504,9 @@ class Schedule:
 
     def _policy_text(self, policy: Policy) -> str:
         """What names the policy and the code in a record's key ("" when none may be kept)."""
-        held = self._policy
-        if held is not None and held[0] is policy:
-            return held[1]
-        code = schedule_code_digest()
-        text = (
-            f"{code}\x00{policy.fingerprint()}" if code and policy.compaction not in ("off", "eager") else ""
-        )
-        self._policy = (policy, text)
-        return text
+        if policy.compaction in ("off", "eager"):
+            return ""
+        return schedule_policy_text(policy)
 
     def _restore(
         self,

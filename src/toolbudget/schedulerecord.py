@@ -45,8 +45,9 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from .compaction import SlotInfo
+    from .policy import Policy
 
-__all__ = ["PREFIX", "Decided", "Inputs", "code_digest", "decode", "encode", "name"]
+__all__ = ["PREFIX", "Decided", "Inputs", "code_digest", "decode", "encode", "name", "policy_text"]
 
 PREFIX = "\x00toolbudget: schedule\x00"
 """What a record's name and text begin with: one of the session's own records, never an original."""
@@ -76,6 +77,23 @@ def code_digest() -> str:
         except PackageNotFoundError:
             return ""  # nothing names this code: never read back
     return digest.hexdigest()
+
+
+_POLICIES: dict[int, tuple[Policy, str]] = {}
+
+
+def policy_text(policy: Policy) -> str:
+    """The code's digest and the policy's fingerprint, worked out once per policy object
+    (``""`` when nothing names this code: then no record is kept or read)."""
+    found = _POLICIES.get(id(policy))
+    if found is not None and found[0] is policy:
+        return found[1]
+    if len(_POLICIES) >= 64:
+        _POLICIES.clear()
+    code = code_digest()
+    text = f"{code}\x00{policy.fingerprint()}" if code else ""
+    _POLICIES[id(policy)] = (policy, text)
+    return text
 
 
 def name(policy: str, end: int) -> str:
