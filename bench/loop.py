@@ -11,7 +11,8 @@ three ``orjson.loads`` + ``orjson.dumps`` of the same body, in the same process:
   code warm, session cold) managing the last request, after an unrelated body
   was managed so imports and compiled patterns are warm; over that request's
   round trip. It reads back the previews and summaries the warm session kept
-  in the store (one batched read) instead of making them again;
+  in the store (one batched read) instead of making them again, and resumes the
+  schedule from the record of its last write (see ``toolbudget.schedulerecord``);
   ``--breakdown`` also shows where its time goes;
 - ``headroom``: Headroom's ``compress()`` on the same requests (every request of
   the real sessions; every ``--headroom-every``-th one of the synthetic ones, whose
@@ -288,7 +289,7 @@ def fresh_parts(sid: str, store: str, policy: Policy, body: dict[str, Any]) -> d
 
     ``parse`` (the whole body, nothing cached), ``pairing`` (validate and
     repair), ``schedule`` (the compaction levels, decided again at every
-    earlier request point), ``read back`` (the records of previews and
+    request point after the one its store has a record of), ``read back`` (the records of previews and
     summaries, one batched read), ``store`` (the one check of every key the
     markers name, and the writes), ``render``, and ``rest`` (caps, the
     budget's walk, the report).

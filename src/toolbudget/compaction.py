@@ -59,7 +59,10 @@ client resends unchanged (and of the recorded cold points, when there are
 any). So it gives the same bytes after a restart and in a second process,
 with no shared state; a per-session memo only makes it cheap,
 and running sums carried from point to point keep the walk from scratch linear
-in the history's length.
+in the history's length. A session started again resumes from the state after
+the last point its store has a record of (:mod:`toolbudget.schedulerecord`),
+used only when every input the decisions up to that point are made from is the
+same, so it gives the bytes the walk from scratch gives.
 """
 
 from __future__ import annotations
