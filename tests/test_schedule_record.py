@@ -292,3 +292,10 @@ def test_another_process_resumes_and_sends_the_same_bytes(
                 timeout=300,
             )
             assert orjson.dumps(orjson.loads(done.stdout)) == want, (name, api)
+
+
+def test_a_record_is_one_of_the_sessions_own_records_not_an_original() -> None:
+    """``stats`` and recall skip what begins with the session's own prefix: the record does."""
+    from toolbudget.mcpserver import _OWN
+
+    assert encode(Decided(3, "", (), 0, 0.0, 0.0, ())).startswith(_OWN)
