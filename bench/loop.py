@@ -11,7 +11,8 @@ three ``orjson.loads`` + ``orjson.dumps`` of the same body, in the same process:
   code warm, session cold) managing the last request, after an unrelated body
   was managed so imports and compiled patterns are warm; over that request's
   round trip. It reads back the previews and summaries the warm session kept
-  in the store (one batched read) instead of making them again;
+  in the store (one batched read) instead of making them again, and resumes the
+  schedule from the record of its last write (see ``toolbudget.schedulerecord``);
   ``--breakdown`` also shows where its time goes;
 - ``headroom``: Headroom's ``compress()`` on the same requests (every request of
   the real sessions; every ``--headroom-every``-th one of the synthetic ones, whose
@@ -248,7 +249,7 @@ def breakdown(conversation: Conversation, policy: Policy, store: str) -> dict[st
         (session_module, "entries_after", "prefix"),
         (wire_module, "parse", "parse"),
         (session_module, "parse_entries", "parse"),
-        (session_module, "repair_checked", "pairing"),
+        (session_module, "repair_traced", "pairing"),
         (session_module, "appends_validly", "pairing"),
         (session_module, "enforce", "budget"),
         (session_module, "extend", "budget"),
@@ -288,7 +289,7 @@ def fresh_parts(sid: str, store: str, policy: Policy, body: dict[str, Any]) -> d
 
     ``parse`` (the whole body, nothing cached), ``pairing`` (validate and
     repair), ``schedule`` (the compaction levels, decided again at every
-    earlier request point), ``read back`` (the records of previews and
+    request point after the one its store has a record of), ``read back`` (the records of previews and
     summaries, one batched read), ``store`` (the one check of every key the
     markers name, and the writes), ``render``, and ``rest`` (caps, the
     budget's walk, the report).
@@ -300,7 +301,7 @@ def fresh_parts(sid: str, store: str, policy: Policy, body: dict[str, Any]) -> d
 
     patches = [
         (wire_module, "parse", "parse"),
-        (session_module, "repair_checked", "pairing"),
+        (session_module, "repair_traced", "pairing"),
         (Schedule, "levels", "schedule"),
         (budget_module, "_read_back", "read back"),
         (session_module._SessionArchive, "flush", "store"),

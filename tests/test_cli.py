@@ -244,9 +244,10 @@ def test_compact_recall_and_clean(tmp_path: Path) -> None:
     assert bad.returncode == 1 and b"not found" in bad.stderr
 
     cleaned = cli("clean", "--session", "cli1", "--store", store)
-    # The original, the record that its preview was sent as a cut, the record of its tool, and
-    # the record of the preview by its inputs (what a session started again reads back).
-    assert cleaned.returncode == 0 and b"removed 4" in cleaned.stderr
+    # The original, the record that its preview was sent as a cut, the record of its tool, the
+    # record of the preview by its inputs and the schedule's record of its decisions (what a
+    # session started again reads back).
+    assert cleaned.returncode == 0 and b"removed 5" in cleaned.stderr
     assert cli("recall", key, "--session", "cli1", "--store", store).returncode == 1
 
 

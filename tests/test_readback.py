@@ -136,8 +136,10 @@ def test_a_fresh_session_reads_back_in_one_batch_and_sends_the_same_bytes(
         made = Made(monkeypatch)
 
         assert got == scratch == want, name
-        # One batched read, and the one check of the keys its markers name; nothing read one by one.
-        assert fresh_calls.count("get_many") == 1 and "get" not in fresh_calls, (name, fresh_calls)
+        # One batched read (and at most one more, of the schedule's record at the point the session
+        # last wrote: see test_schedule_record), and the one check of the keys its markers name;
+        # nothing read one by one.
+        assert fresh_calls.count("get_many") in (1, 2) and "get" not in fresh_calls, (name, fresh_calls)
         assert fresh_calls.count("missing") == 1, (name, fresh_calls)
         assert warm_made > 0 and scratch_made > 0, name
         # Only the turn budget's previews (their limits depend on the whole turn) are made again.

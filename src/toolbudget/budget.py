@@ -46,7 +46,7 @@ from .measure import MARKER_ROOM, message_chars
 from .model import Data, Message, Part, Request, Text, Thinking, ToolCall, ToolResult
 from .policy import Policy
 from .previews import Preview, make_preview
-from .readback import MADE_PREFIX, policy_digest, preview_inputs, summary_inputs
+from .readback import MADE_PREFIX, made_at, policy_digest, preview_inputs, summary_inputs
 from .readback import read as read_record
 from .readback import record as made_record
 from .tools import EXEC_TOOLS
@@ -455,6 +455,8 @@ class _Cutter:
         self.known = _known(archive) if archive is not None else None
         self.form_keys: set[str] = set()
         self._policy_digest: str | None = None
+        self.point = 0
+        """The request point being budgeted (how many messages it holds), noted in each record."""
 
     @property
     def policy_digest(self) -> str:
@@ -482,7 +484,7 @@ class _Cutter:
         if archive is None or not self.policy_digest:
             return
         name = archive.key_for(MADE_PREFIX + inputs)
-        text = made_record(name, made, archive.key_for)
+        text = made_record(name, made, archive.key_for, self.point)
         if text is not None:
             archive.made(name, text)
 
@@ -662,9 +664,10 @@ def enforce(
         request, sizes = unfolded, None
     slots, seen = _slots(request, policy, archive)
     cutter = _Cutter(policy, archive, on_store_error, recall_route(request))
+    cutter.point = len(request.messages)
     if archive is not None and archive.cold:
         archive.cold = False
-        _read_back(slots, policy, cutter)
+        _read_back(slots, policy, cutter, schedule, request.messages)
     for slot in slots:
         _cap(slot, policy, cutter)
     event = False
@@ -797,6 +800,7 @@ def extend(
                 )
     _protect_newest_recall(slots)
     cutter = _Cutter(policy, archive, on_store_error, recall_route(request))
+    cutter.point = len(messages)
     for slot in slots:
         _cap(slot, policy, cutter)
     scheduled = schedule is not None and policy.compaction != "off"
@@ -856,7 +860,13 @@ def extend(
     return Budgeted(result, all_cuts, all_unreachable, 0, seen, False, form_keys, after)
 
 
-def _read_back(slots: Sequence[_Slot], policy: Policy, cutter: _Cutter) -> None:
+def _read_back(
+    slots: Sequence[_Slot],
+    policy: Policy,
+    cutter: _Cutter,
+    schedule: Schedule | None = None,
+    messages: Sequence[Message] = (),
+) -> None:
     """Fill the memos of a cold archive with the previews and summaries the store already holds.
 
     For every result that may be cut (over its cap, or old enough and large
@@ -864,7 +874,9 @@ def _read_back(slots: Sequence[_Slot], policy: Policy, cutter: _Cutter) -> None:
     and its summary would make are read in one round trip; each one that checks
     out (see :mod:`toolbudget.readback`) goes into the memo, where :class:`_Cutter`
     finds it as if this session had made it. The turn budget's previews, whose
-    limits depend on the whole turn, are made as before.
+    limits depend on the whole turn, are made as before. The records of the
+    ``schedule``'s last decisions (:mod:`toolbudget.schedulerecord`) come in the
+    same read.
     """
     archive, known = cutter.archive, cutter.known
     if archive is None or known is None or not cutter.policy_digest:
@@ -874,6 +886,7 @@ def _read_back(slots: Sequence[_Slot], policy: Policy, cutter: _Cutter) -> None:
     previews: dict[str, tuple[str, int, bool, bool, bool, str | None]] = {}
     summaries: dict[str, tuple[str, str | None, str, bool, str | None]] = {}
     route = cutter.route
+    arrivals: list[int] = []
     for slot in slots:
         if slot.protected:
             continue
@@ -887,6 +900,7 @@ def _read_back(slots: Sequence[_Slot], policy: Policy, cutter: _Cutter) -> None:
         key = archive.key_of(original)
         path = archive.path_of(key)
         if size > cap:
+            arrivals.append(slot.msg)
             limit = min(cap, policy.preview_chars + MARKER_ROOM)
             if (key, limit, is_error, True, False, route) not in memo:
                 inputs = cutter.preview_inputs(key, path, limit, is_error, "result_cap")
@@ -906,8 +920,21 @@ def _read_back(slots: Sequence[_Slot], policy: Policy, cutter: _Cutter) -> None:
             if summary_key not in known.summaries:
                 summaries[archive.key_for(MADE_PREFIX + cutter.summary_inputs(key, path, slot))] = summary_key
     if not previews and not summaries:
-        return
-    for name, data in archive.read_made(sorted({*previews, *summaries})).items():
+        return  # nothing to read back: the schedule decides again, with no read of its own
+    decided = schedule.stored_keys(messages, policy, arrivals) if schedule is not None else {}
+    found = archive.read_made(sorted({*previews, *summaries, *decided}))
+    if schedule is not None and decided:
+        # Where the session last wrote (the newest record's point): its schedule's record went
+        # with that write. Read it too, unless it was among the points read already.
+        latest = max((made_at(found[name], name) or 0 for name in found if name not in decided), default=0)
+        more = schedule.stored_key(latest, policy) if latest not in decided.values() else None
+        if more is not None:
+            decided[more] = latest
+            found.update(archive.read_made([more]))
+        schedule.offer({decided[name]: data.encode() for name, data in found.items() if name in decided})
+    for name, data in found.items():
+        if name in decided:
+            continue
         made = read_record(data, name, archive.key_for)
         if made is None:
             continue

@@ -59,14 +59,17 @@ client resends unchanged (and of the recorded cold points, when there are
 any). So it gives the same bytes after a restart and in a second process,
 with no shared state; a per-session memo only makes it cheap,
 and running sums carried from point to point keep the walk from scratch linear
-in the history's length.
+in the history's length. A session started again resumes from the state after
+the last point its store has a record of (:mod:`toolbudget.schedulerecord`),
+used only when every input the decisions up to that point are made from is the
+same, so it gives the bytes the walk from scratch gives.
 """
 
 from __future__ import annotations
 
 import re
-from bisect import bisect_left
-from collections.abc import Iterator, Sequence
+from bisect import bisect_left, bisect_right
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import islice
 from typing import TYPE_CHECKING, Any
@@ -79,6 +82,11 @@ from .models import context_window
 from .policy import Policy
 from .previews import STRATEGY, detect, split_envelope
 from .prices import ANTHROPIC_5M, PriceModel, marks_one_hour, price_for
+from .schedulerecord import LOOK_BACK, Decided, Inputs
+from .schedulerecord import decode as decode_decided
+from .schedulerecord import encode as encode_decided
+from .schedulerecord import name as decided_name
+from .schedulerecord import policy_text as schedule_policy_text
 from .tools import EDITOR_TOOLS, EXEC_TOOLS, FILE_VIEW_TOOLS, REPORT_TOOLS, WRITE_TOOLS
 
 if TYPE_CHECKING:
@@ -187,6 +195,7 @@ class _Checkpoint:
     folded: int  # how many of the oldest turns are folded away at the point
     unmanaged: float  # what the history so far cost with no compaction (chars at cache prices)
     eager: float  # and with per-turn aging
+    known: bool = True  # False: a point before one read back from the store, not held here
 
 
 class Schedule:
@@ -219,6 +228,21 @@ class Schedule:
         self.record: ColdRecord | None = None
         """Where the session keeps its arrivals and cold points (:mod:`toolbudget.coldrecord`):
         read before a timed request whose previous request this schedule did not see."""
+        self.key_for: Callable[[str], str] | None = None
+        """The session's keyed hash, to name the records of its decisions
+        (:mod:`toolbudget.schedulerecord`); ``None``: none are kept or read."""
+        self._offered: dict[int, bytes] = {}
+        """Records of decisions read from the store, by point, for the next ``levels`` call."""
+        self._inputs: Inputs | None = None
+        """The digest of the last history's inputs, fed up to its last point."""
+        self._plan = ""
+        """The frame of the last decision (window, fixed characters, price model), as text."""
+        self._given = ""
+        """The key of the last record :meth:`decided_record` gave."""
+        self._restored: Inputs | None = None
+        self._asked: frozenset[int] = frozenset()
+        """The points of the request :meth:`stored_keys` was last asked about."""
+        """The digest :meth:`_restore` fed, for ``levels`` to go on feeding."""
 
     def arrive(self, now: float) -> None:
         """A request arrives at ``now`` (seconds): the next ``levels`` call is that request.
@@ -315,6 +339,11 @@ class Schedule:
             changed = cold ^ self._cold_used
             resume = next((j for j, e in enumerate(points[:resume]) if e in changed), resume)
             self._cold_used = cold
+        if resume and not self._points[resume - 1].known:
+            resume = 0  # the history changed before the point read back: nothing here holds
+        self._plan = f"{window_chars}\x00{fixed}\x00{price!r}"
+        if not resume and self._offered:
+            resume = self._restore(points, starts, slots, sizes, policy, cold)
         last = self._points[resume - 1] if resume else None
         unmanaged, eager = (last.unmanaged, last.eager) if last else (0.0, 0.0)
         kept = self._points[:resume]
@@ -336,6 +365,8 @@ class Schedule:
             state = tally.state
             fold = carry.fold
         else:
+            self._inputs = None  # the history is not the last one grown: its digest starts again
+            carry = None
             cum = [0]
             for size in sizes:
                 cum.append(cum[-1] + size)
@@ -384,6 +415,12 @@ class Schedule:
             unmanaged += _unmanaged_step(end, prev_end, cum, price, first=j == 0 or chilled)
             eager += step
             kept.append(_Checkpoint(end, tuple(state), fold[0], unmanaged, eager))
+        inputs = self._inputs if carry is not None and self._inputs is not None else self._restored
+        self._restored = None
+        if inputs is None:
+            inputs = Inputs()
+        inputs.feed(len(request.messages), sizes, starts, slots)
+        self._inputs = inputs
         self._messages = request.messages
         self._points = kept
         self.events = events
@@ -405,6 +442,115 @@ class Schedule:
             fold,
         )
         return [*state, *([LEVEL_NONE] * (len(slots) - len(state)))]
+
+    def stored_keys(
+        self, messages: Sequence[Message], policy: Policy, arrivals: Iterable[int] = ()
+    ) -> dict[str, int]:
+        """The keys of the records of decisions a cold session reads back, by the point each is of.
+
+        The request's last :data:`~toolbudget.schedulerecord.LOOK_BACK` points, and
+        as many of the newest points where a result over its cap first arrived
+        (``arrivals``, by message): such a request kept that result's original,
+        so it wrote to the store, and its record went with that write. Nothing
+        when this schedule has decided here already, or keeps no records.
+        """
+        text = self._policy_text(policy)
+        if self.key_for is None or self._points or not text:
+            return {}
+        starts = turn_starts(messages)
+        points = [*starts[1:], len(messages)]
+        wanted = set(points[-LOOK_BACK:])
+        first = sorted({bisect_right(points, msg) for msg in arrivals})
+        wanted.update(points[k] for k in first[-LOOK_BACK:] if k < len(points))
+        key_for = self.key_for
+        self._asked = frozenset(points)
+        return {key_for(decided_name(text, end)): end for end in sorted(wanted)}
+
+    def stored_key(self, end: int, policy: Policy) -> str | None:
+        """The key of the record of the point ``end``, when it is a point of the request
+        :meth:`stored_keys` was last asked about."""
+        text = self._policy_text(policy)
+        if self.key_for is None or not text or end not in self._asked:
+            return None
+        return self.key_for(decided_name(text, end))
+
+    def offer(self, found: Mapping[int, bytes]) -> None:
+        """Records of decisions read from the store (by point) for the next ``levels`` call to resume from."""
+        self._offered = dict(found)
+
+    def decided_record(self) -> Callable[[], dict[str, bytes]] | None:
+        """What makes the record of the last point decided here (see :mod:`toolbudget.schedulerecord`).
+
+        ``None`` when nothing was decided here, or its record was given
+        already. What it makes it from is taken now, so it may run later
+        (in the store's worker) whatever this schedule does meanwhile.
+        """
+        carry, points, inputs = self._carry, self._points, self._inputs
+        if carry is None or inputs is None or self.key_for is None or not points:
+            return None
+        text = self._policy_text(carry.policy)
+        last = points[-1]
+        if not text or not last.known or last.end != carry.messages or inputs.messages != last.end:
+            return None
+        key = self.key_for(decided_name(text, last.end))
+        if key == self._given:
+            return None
+        digest = inputs.digest(f"{self._plan}\x00{text}", (c for c in self._cold_used if c <= last.end))
+        events = tuple(self.events)
+
+        def make() -> dict[str, bytes]:
+            self._given = key  # written with this batch: the same point's record is not given again
+            decided = Decided(last.end, digest, last.levels, last.folded, last.unmanaged, last.eager, events)
+            return {key: encode_decided(decided)}
+
+        return make
+
+    def _policy_text(self, policy: Policy) -> str:
+        """What names the policy and the code in a record's key ("" when none may be kept)."""
+        if policy.compaction in ("off", "eager"):
+            return ""
+        return schedule_policy_text(policy)
+
+    def _restore(
+        self,
+        points: Sequence[int],
+        starts: Sequence[int],
+        slots: Sequence[SlotInfo],
+        sizes: Sequence[int],
+        policy: Policy,
+        cold: frozenset[int],
+    ) -> int:
+        """Resume from the newest record read back that checks out; how many points it decided."""
+        offered, self._offered = self._offered, {}
+        index = {end: j for j, end in enumerate(points)}
+        ends = sorted(end for end in offered if end in index)
+        text = self._policy_text(policy)
+        if not ends or not text:
+            return 0
+        frame = f"{self._plan}\x00{text}"
+        inputs = self._restored = Inputs()
+        digests = {}
+        for end in ends:
+            inputs.feed(end, sizes, starts, slots)
+            digests[end] = inputs.digest(frame, (c for c in cold if c <= end))
+        msgs = [s.msg for s in slots]
+        for end in reversed(ends):
+            decided = decode_decided(offered[end], end)
+            j = index[end]
+            if (
+                decided is None
+                or decided.inputs != digests[end]
+                or len(decided.levels) != bisect_left(msgs, end)
+                or any(not 0 <= e <= j for e in decided.events)
+            ):
+                continue
+            self._points = [_Checkpoint(e, (), 0, 0.0, 0.0, known=False) for e in points[:j]]
+            self._points.append(
+                _Checkpoint(end, decided.levels, decided.folded, decided.unmanaged, decided.eager)
+            )
+            self.events = list(decided.events)
+            return j + 1
+        return 0
 
     def _timed_gap(
         self, points: Sequence[int], now: float, gap: float | None, new: bool

@@ -34,6 +34,7 @@ from .previews import Preview
 __all__ = [
     "MADE_PREFIX",
     "code_digest",
+    "made_at",
     "policy_digest",
     "preview_inputs",
     "read",
@@ -136,15 +137,19 @@ def summary_inputs(
     return "\x00".join(("summary", policy, key, path or "", str(tool), shown, str(is_error), str(route)))
 
 
-def record(name: str, made: Preview, digest: Callable[[str], str]) -> str | None:
-    """The record of ``made``: its inputs' key ``name``, what it is, a digest of its text, the text.
+def record(name: str, made: Preview, digest: Callable[[str], str], at: int = 0) -> str | None:
+    """The record of ``made``: its inputs' key ``name``, the request point it was made at (how
+    many messages that request held), what it is, a digest of its text, the text.
 
     ``None`` when its kind or detail is not one line, which the record's header could not hold.
+    The point tells a session started again where the session last wrote to its store, so
+    where the record of its schedule's decisions is (:mod:`toolbudget.schedulerecord`).
     """
     if "\n" in made.kind or "\n" in made.detail:
         return None
     return (
-        f"{MADE_PREFIX}{name}\n{made.kind}\n{made.omitted}\n{made.detail}\n{digest(made.text)}\n{made.text}"
+        f"{MADE_PREFIX}{name}\n{at}\n{made.kind}\n{made.omitted}\n{made.detail}\n"
+        f"{digest(made.text)}\n{made.text}"
     )
 
 
@@ -153,10 +158,19 @@ def read(data: str, name: str, digest: Callable[[str], str]) -> Preview | None:
     head = f"{MADE_PREFIX}{name}\n"
     if not data.startswith(head):
         return None
-    fields = data[len(head) :].split("\n", 4)
-    if len(fields) != 5:
+    fields = data[len(head) :].split("\n", 5)
+    if len(fields) != 6:
         return None
-    kind, omitted, detail, text_digest, text = fields
-    if not omitted.isdigit() or digest(text) != text_digest:
+    at, kind, omitted, detail, text_digest, text = fields
+    if not at.isdigit() or not omitted.isdigit() or digest(text) != text_digest:
         return None
     return Preview(text, kind, int(omitted), detail)
+
+
+def made_at(data: str, name: str) -> int | None:
+    """The request point a record says it was made at, or ``None`` (only a hint: nothing checks it)."""
+    head = f"{MADE_PREFIX}{name}\n"
+    if not data.startswith(head):
+        return None
+    at = data[len(head) : data.find("\n", len(head))]
+    return int(at) if at.isdigit() and len(at) < 12 else None

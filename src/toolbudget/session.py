@@ -314,6 +314,7 @@ def _check_and_keep(
     records: Mapping[str, str] | None = None,
     sizes: Mapping[str, int] | None = None,
     record: Mapping[str, bytes] | None = None,
+    rider: Callable[[], Mapping[str, bytes]] | None = None,
 ) -> tuple[set[str], set[str], StoreError | None]:
     """Which of ``keys`` were absent, which of those could not be kept, and why.
 
@@ -324,7 +325,9 @@ def _check_and_keep(
     the markers name, in the same batch, so a store that is nearly full keeps
     those first; nothing checks them. The ``record`` entries
     (:mod:`toolbudget.coldrecord`) go with the writes unasked: a ``put`` of an
-    entry the store holds only renews it.
+    entry the store holds only renews it. The ``rider`` entries (the schedule's
+    last decision, :mod:`toolbudget.schedulerecord`) go only with a batch that
+    writes anyway: they never cost a write of their own.
     """
     absent = store.missing(session, keys, sizes) if keys else set()
     if not absent and not records and not record:
@@ -334,12 +337,15 @@ def _check_and_keep(
         items.setdefault(key, (records or {})[key].encode("utf-8", "surrogatepass"))
     if record:
         items.update(record)
+    riding = rider() if rider is not None else {}
+    for key, data in riding.items():
+        items.setdefault(key, data)
     held = [key for key in keys if key not in absent]
     try:
         failed = store.put_many(session, items, held)
     except StoreError as exc:
         return absent, absent, exc
-    return absent, failed - (records or {}).keys() - (record or {}).keys(), None
+    return absent, failed - (records or {}).keys() - (record or {}).keys() - riding.keys(), None
 
 
 class _SessionArchive(Archive):
@@ -484,6 +490,7 @@ class _SessionArchive(Archive):
                 records,
                 self.sizes_of(pending),
                 record,
+                session._schedule.decided_record(),
             )
         except StoreError as exc:
             session._store_failed(exc)
@@ -615,6 +622,7 @@ class Session:
         self._schedule = Schedule()
         self._windows: tuple[Policy, str | None, int] | None = None
         self._schedule.record = StoreRecord(self._key_for, self._read_record)
+        self._schedule.key_for = self._key_for
         self._arrival: float | None = None
         """When the request being managed arrived, if the caller said (``now=``)."""
         self.last_report: Report | None = None

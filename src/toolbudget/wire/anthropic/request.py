@@ -13,6 +13,7 @@ from typing import Any
 from ...errors import ShapeError
 from ...jsonio import to_body, type_name
 from ...model import (
+    EMPTY,
     Media,
     Message,
     Opaque,
@@ -135,54 +136,84 @@ def parse(body: Any, cache: EntryCache | None = None) -> Request:
 
 
 def _parse_message(raw: Any, loc: str) -> Message:
-    wire = expect_dict(raw, loc)
-    role = read_role(wire.get("role"), _ROLES, f"{loc}.role", _API_ROLES)
-    if "content" not in wire:
+    # Locations are spelled out only for an error: a long history's parse is mostly these calls.
+    if not isinstance(raw, dict):
+        raise ShapeError(f"expected an object, found {type_name(raw)}", location=loc)
+    value = raw.get("role")
+    role = _ROLES.get(value) if isinstance(value, str) else None
+    if role is None:
+        role = read_role(value, _ROLES, f"{loc}.role", _API_ROLES)
+    if "content" not in raw:
         raise ShapeError("a message needs `content`", location=loc)
-    content = wire["content"]
+    content = raw["content"]
     if isinstance(content, str):
         parts: tuple[Part, ...] = (Text(content),)
         form: tuple[str, ...] = ("content:str",)
     else:
-        blocks = expect_list(content, f"{loc}.content")
-        parts = tuple(_parse_block(b, f"{loc}.content.{j}") for j, b in enumerate(blocks))
+        if not isinstance(content, list):
+            expect_list(content, f"{loc}.content")
+        parts = tuple([_parse_block(b, loc, ".content.", j) for j, b in enumerate(content)])
         form = ()
-    return set_origin(Message(role, parts, rest(wire, _K_MESSAGE), form), API, wire)
+    extra = EMPTY if raw.keys() <= _K_MESSAGE else rest(raw, _K_MESSAGE)
+    message = Message(role, parts, extra, form)
+    object.__setattr__(message, "origin", (API, raw))
+    return message
 
 
-def _parse_block(raw: Any, loc: str) -> Part:
-    wire = expect_dict(raw, loc)
+def _parse_block(raw: Any, loc: str, within: str = "", j: int | None = None) -> Part:
+    """One content block; its location is ``loc``, or ``loc + within + j`` when ``j`` is given."""
+    if not isinstance(raw, dict):
+        raise ShapeError(f"expected an object, found {type_name(raw)}", location=_at(loc, within, j))
+    wire = raw
     kind = wire.get("type")
     part: Part
     if kind == "text":
-        part = Text(expect_str(wire.get("text"), f"{loc}.text"), rest(wire, _K_TEXT))
+        text: Any = wire.get("text")
+        if not isinstance(text, str):
+            expect_str(text, f"{_at(loc, within, j)}.text")
+        part = Text(text, EMPTY if wire.keys() <= _K_TEXT else rest(wire, _K_TEXT))
     elif kind == "tool_result":
-        part = _parse_result(wire, loc)
+        part = _parse_result(wire, _at(loc, within, j) if j is None else "", loc, within, j)
     elif kind == "tool_use":
+        call_id: Any = wire.get("id")
+        name: Any = wire.get("name")
+        arguments: Any = wire.get("input")
+        if not (isinstance(call_id, str) and isinstance(name, str) and isinstance(arguments, dict)):
+            where = _at(loc, within, j)
+            expect_str(call_id, f"{where}.id")
+            expect_str(name, f"{where}.name")
+            expect_dict(arguments, f"{where}.input")
         part = ToolCall(
-            expect_str(wire.get("id"), f"{loc}.id"),
-            expect_str(wire.get("name"), f"{loc}.name"),
-            expect_dict(wire.get("input"), f"{loc}.input"),
-            extra=rest(wire, _K_TOOL_USE),
+            call_id,
+            name,
+            arguments,
+            extra=EMPTY if wire.keys() <= _K_TOOL_USE else rest(wire, _K_TOOL_USE),
         )
-    elif kind == "thinking":
-        part = Thinking(
-            expect_str(wire.get("thinking"), f"{loc}.thinking"),
-            wire.get("signature"),
-            extra=rest(wire, _K_THINKING),
-            form=("signature",) if "signature" in wire else (),
-        )
-    elif kind == "redacted_thinking":
-        part = Thinking(
-            None, expect_str(wire.get("data"), f"{loc}.data"), True, extra=rest(wire, _K_REDACTED)
-        )
-    elif kind in {"image", "document"}:
-        part = _parse_media(kind, wire, loc)
-    elif kind in OPAQUE_TYPES:
-        part = Opaque(kind, wire)
     else:
-        raise unknown("content block type", kind, f"{loc}.type", KNOWN_TYPES)
-    return set_origin(part, API, wire)
+        where = _at(loc, within, j)
+        if kind == "thinking":
+            part = Thinking(
+                expect_str(wire.get("thinking"), f"{where}.thinking"),
+                wire.get("signature"),
+                extra=rest(wire, _K_THINKING),
+                form=("signature",) if "signature" in wire else (),
+            )
+        elif kind == "redacted_thinking":
+            part = Thinking(
+                None, expect_str(wire.get("data"), f"{where}.data"), True, extra=rest(wire, _K_REDACTED)
+            )
+        elif kind in {"image", "document"}:
+            part = _parse_media(kind, wire, where)
+        elif kind in OPAQUE_TYPES:
+            part = Opaque(kind, wire)
+        else:
+            raise unknown("content block type", kind, f"{where}.type", KNOWN_TYPES)
+    object.__setattr__(part, "origin", (API, wire))
+    return part
+
+
+def _at(loc: str, within: str, j: int | None) -> str:
+    return loc if j is None else f"{loc}{within}{j}"
 
 
 def _parse_media(kind: str, wire: dict[str, Any], loc: str) -> Media:
@@ -196,27 +227,33 @@ def _parse_media(kind: str, wire: dict[str, Any], loc: str) -> Media:
     return Media(kind, extra=rest(wire, frozenset({"type"})), form=("source",))
 
 
-def _parse_result(wire: dict[str, Any], loc: str) -> ToolResult:
-    content = wire.get("content")
-    form: list[str] = []
+def _parse_result(
+    wire: dict[str, Any], where: str, loc: str = "", within: str = "", j: int | None = None
+) -> ToolResult:
+    """A ``tool_result`` block, at ``where`` (or, when that is empty, ``loc + within + j``)."""
+    content: Any = wire.get("content")
     if "content" not in wire:
         parts: tuple[Part, ...] = ()
-        form.append("content:absent")
+        form = ["content:absent"]
     elif isinstance(content, str):
         parts = (Text(content),)
-        form.append("content:str")
+        form = ["content:str"]
     else:
-        blocks = expect_list(content, f"{loc}.content")
-        parts = tuple(_parse_block(b, f"{loc}.content.{j}") for j, b in enumerate(blocks))
-        form.append("content:list")
-    is_error = wire.get("is_error")
+        where = where or _at(loc, within, j)
+        if not isinstance(content, list):
+            expect_list(content, f"{where}.content")
+        parts = tuple([_parse_block(b, where, ".content.", k) for k, b in enumerate(content)])
+        form = ["content:list"]
     if "is_error" in wire:
         form.append("is_error")
+    call_id = wire.get("tool_use_id")
+    if not isinstance(call_id, str):
+        expect_str(call_id, f"{where or _at(loc, within, j)}.tool_use_id")
     return ToolResult(
-        expect_str(wire.get("tool_use_id"), f"{loc}.tool_use_id"),
+        call_id,
         parts,
-        bool(is_error),
-        extra=rest(wire, _K_TOOL_RESULT),
+        bool(wire.get("is_error")),
+        extra=EMPTY if wire.keys() <= _K_TOOL_RESULT else rest(wire, _K_TOOL_RESULT),
         form=tuple(form),
     )
 

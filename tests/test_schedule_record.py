@@ -1,0 +1,301 @@
+"""A session started again resumes the compaction schedule from the decisions its store holds.
+
+The proof that resuming is sound is that the fresh session sends the very
+bytes of the warm session and of one that decided every point again, on the
+longest shared sessions on two APIs, in this process and in another; the
+proof that it is worth it is that it decides fewer points (none at all when
+every request wrote to the store, as timed requests do). A record of another
+policy, of other cold points, a torn one, or one of a history that differs in
+an earlier message is never used: the session decides again from the start.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from test_readback import Counting, _longest, bodies
+from toolbudget import compaction
+from toolbudget.compaction import LEVEL_SUMMARY
+from toolbudget.model import Conversation
+from toolbudget.policy import Policy
+from toolbudget.schedulerecord import PREFIX, Decided, decode, encode
+from toolbudget.session import Session, _SessionArchive
+from toolbudget.store.dir import DirStore
+
+
+class Decisions:
+    """Counts the schedule's decisions (one a request point decided)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.count = 0
+        decide = compaction._decide
+
+        def counted(*args: Any, **kwargs: Any) -> bool:
+            self.count += 1
+            return decide(*args, **kwargs)
+
+        monkeypatch.setattr(compaction, "_decide", counted)
+
+
+def _manage(
+    sid: str, store: DirStore, policy: Policy, body: dict[str, Any], api: str, now: float | None = None
+) -> bytes:
+    with Session(sid, store=store, policy=policy) as session:
+        return orjson.dumps(session.manage(orjson.loads(orjson.dumps(body)), api, now=now).body)
+
+
+def _scratch(
+    sid: str, store: DirStore, policy: Policy, body: dict[str, Any], api: str, decisions: Decisions
+) -> tuple[bytes, int]:
+    """A cold session on the same store that reads nothing back: its bytes and its decisions."""
+    saved = _SessionArchive.read_made
+    _SessionArchive.read_made = lambda self, keys: {}  # type: ignore[method-assign]
+    try:
+        decisions.count = 0
+        out = _manage(sid, store, policy, body, api)
+        return out, decisions.count
+    finally:
+        _SessionArchive.read_made = saved  # type: ignore[method-assign]
+
+
+def _warm(
+    sid: str, store: DirStore, policy: Policy, requests: list[dict[str, Any]], api: str, timed: bool = False
+) -> bytes:
+    with Session(sid, store=store, policy=policy) as warm:
+        for n, body in enumerate(requests):
+            managed = warm.manage(body, api, now=1000.0 + n if timed else None)
+    return orjson.dumps(managed.body)
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize("api", ["anthropic", "openai-chat"])
+def test_a_fresh_session_resumes_the_schedule_and_sends_the_same_bytes(
+    real: list[tuple[str, Conversation]], api: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    policy = Policy()
+    decisions = Decisions(monkeypatch)
+    fresh_total = scratch_total = 0
+    for n, (name, conversation) in enumerate(_longest(real, 6)):
+        store = Counting(tmp_path / f"s{n}")
+        sid = f"resume-{n}"
+        requests = list(bodies(conversation, api))
+        want = _warm(sid, store, policy, requests, api)
+
+        store.calls.clear()
+        decisions.count = 0
+        got = _manage(sid, store, policy, requests[-1], api)
+        fresh, calls = decisions.count, list(store.calls)
+        scratch, scratch_decisions = _scratch(sid, store, policy, requests[-1], api, decisions)
+
+        assert got == scratch == want, name
+        assert scratch_decisions >= len(requests) - 1, name  # every request point
+        assert fresh <= scratch_decisions, name
+        # The read-back's one batch, at most one more read (the record where the session last
+        # wrote), and the one check of the keys its markers name.
+        assert calls.count("get_many") in (1, 2) and "get" not in calls, (name, calls)
+        assert calls.count("missing") == 1, (name, calls)
+        fresh_total += fresh
+        scratch_total += scratch_decisions
+    # Untimed, a session writes only when it has something new to keep: the fresh one decides the
+    # points after the last of those writes, never the ones before.
+    assert fresh_total < scratch_total * 0.6, (fresh_total, scratch_total)
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize("api", ["anthropic", "openai-chat"])
+def test_a_timed_session_resumes_at_its_last_request_and_its_next(
+    real: list[tuple[str, Conversation]], api: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every timed request writes (its arrival), so its record goes with every request: a fresh
+    session decides nothing for a request managed before, and only the new point of the next."""
+    policy = Policy()
+    decisions = Decisions(monkeypatch)
+    for n, (name, conversation) in enumerate(_longest(real, 3)):
+        requests = list(bodies(conversation, api))
+        now = 1000.0 + len(requests) - 1
+        sid = f"timed-{n}"
+        store = Counting(tmp_path / f"s{n}")
+        want = _warm(sid, store, policy, requests, api, timed=True)
+        decisions.count = 0
+        assert _manage(sid, store, policy, requests[-1], api, now=now) == want, name
+        assert decisions.count == 0, (name, decisions.count)  # the same request again: nothing
+
+        # The next request: the warm session decided it itself above (``want``); a fresh one on a
+        # store that the warm session left one request earlier decides its new point alone.
+        shutil.rmtree(tmp_path / f"s{n}")
+        store = Counting(tmp_path / f"s{n}")  # the same place: markers name the same paths
+        _warm(sid, store, policy, requests[:-1], api, timed=True)
+        decisions.count = 0
+        assert _manage(sid, store, policy, requests[-1], api, now=now) == want, name
+        assert decisions.count == 1, (name, decisions.count)
+
+
+POLICY = Policy(context_window_tokens=30_000)
+"""A window the synthetic session passes: its schedule compacts at watermark events."""
+
+
+def _turns(count: int, size: int = 8_000) -> list[dict[str, Any]]:
+    """An Anthropic session whose large results compact as they age: each request a new body."""
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "fix the build"}]
+    out = []
+    for i in range(count):
+        messages.append(
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": f"c{i}", "name": "Bash", "input": {}}],
+            }
+        )
+        text = f"line {i} of the build log\n" * (size // 26) + f"the end of run {i}\n"
+        messages.append(
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"c{i}", "content": text}]}
+        )
+        out.append({"model": "claude-sonnet-4-5-20250929", "max_tokens": 100, "messages": list(messages)})
+    return out
+
+
+def _records(store: DirStore) -> list[Path]:
+    return [
+        p for p in Path(store.root).rglob("*") if p.is_file() and p.read_bytes().startswith(PREFIX.encode())
+    ]
+
+
+def _resumes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> tuple[DirStore, list[dict[str, Any]], Decisions]:
+    store = DirStore(tmp_path / "s")
+    requests = _turns(24)
+    _warm("turns", store, POLICY, requests, "anthropic", timed=True)
+    assert _records(store)
+    return store, requests, Decisions(monkeypatch)
+
+
+def test_the_session_resumes_from_its_record(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The control for the cases below: the same session, untouched, resumes."""
+    store, requests, decisions = _resumes(tmp_path, monkeypatch)
+    decisions.count = 0
+    got = _manage("turns", store, POLICY, requests[-1], "anthropic")
+    fresh = decisions.count
+    scratch, every = _scratch("turns", store, POLICY, requests[-1], "anthropic", decisions)
+    assert got == scratch
+    assert fresh == 0 and every == 24
+
+
+def test_a_record_of_another_policy_is_not_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store, requests, decisions = _resumes(tmp_path, monkeypatch)
+    other = Policy(context_window_tokens=30_000, microcompact_summarize_turns=3)
+    decisions.count = 0
+    got = _manage("turns", store, other, requests[-1], "anthropic")
+    fresh = decisions.count
+    scratch, every = _scratch("turns", store, other, requests[-1], "anthropic", decisions)
+    assert got == scratch
+    assert fresh == every == 24
+
+
+def test_a_record_of_other_cold_points_is_not_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The warm session saw an idle gap (a cold point); a fresh one told no times knows none."""
+    store = DirStore(tmp_path / "s")
+    requests = _turns(24)
+    with Session("turns", store=store, policy=POLICY) as warm:
+        for n, body in enumerate(requests):
+            warm.manage(body, "anthropic", now=1000.0 + n + (4000.0 if n >= 12 else 0.0))
+        assert warm._schedule.cold_points
+    decisions = Decisions(monkeypatch)
+    decisions.count = 0
+    got = _manage("turns", store, POLICY, requests[-1], "anthropic")
+    fresh = decisions.count
+    scratch, every = _scratch("turns", store, POLICY, requests[-1], "anthropic", decisions)
+    assert got == scratch
+    assert fresh == every == 24
+
+
+def test_a_torn_record_is_not_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store, requests, decisions = _resumes(tmp_path, monkeypatch)
+    for path in _records(store):
+        data = path.read_bytes()
+        path.write_bytes(data[: len(data) - 5])
+    decisions.count = 0
+    got = _manage("turns", store, POLICY, requests[-1], "anthropic")
+    fresh = decisions.count
+    scratch, every = _scratch("turns", store, POLICY, requests[-1], "anthropic", decisions)
+    assert got == scratch
+    assert fresh == every == 24
+
+
+def test_a_history_that_differs_in_an_earlier_message_is_decided_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store, requests, decisions = _resumes(tmp_path, monkeypatch)
+    body = orjson.loads(orjson.dumps(requests[-1]))
+    body["messages"][6]["content"][0]["content"] += "one more line\n"
+    decisions.count = 0
+    got = _manage("turns", store, POLICY, body, "anthropic")
+    fresh = decisions.count
+    scratch, every = _scratch("turns", store, POLICY, body, "anthropic", decisions)
+    assert got == scratch
+    assert fresh == every == 24
+
+
+def test_the_record_compacts_what_it_says(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The scenario is one where the schedule has decided something to resume: results summarised."""
+    store, _, _ = _resumes(tmp_path, monkeypatch)
+    found = [decode(path.read_bytes(), 49) for path in _records(store)]
+    last = next(d for d in found if d is not None)
+    assert LEVEL_SUMMARY in last.levels and last.events
+
+
+def test_a_record_reads_back_only_whole_and_for_its_point() -> None:
+    decided = Decided(49, "ab" * 16, (2, 2, 1, 0, 0), 0, 1234.5, 2345.25, (3, 7))
+    data = encode(decided)
+    assert data.startswith(PREFIX.encode())
+    assert decode(data, 49) == decided
+    assert decode(data, 47) is None
+    for cut in (1, 10, len(data) // 2, len(data) - 1):
+        assert decode(data[:cut], 49) is None
+    assert decode(data.replace(b"\n3,7\n", b"\n3,8\n"), 49) is None
+
+
+_SCRIPT = """
+import sys, orjson
+from toolbudget.session import Session
+data = orjson.loads(sys.stdin.buffer.read())
+with Session(data["sid"], store=data["store"]) as session:
+    out = session.manage(data["body"], data["api"]).body
+sys.stdout.buffer.write(orjson.dumps(out))
+"""
+
+
+@pytest.mark.shared
+def test_another_process_resumes_and_sends_the_same_bytes(
+    real: list[tuple[str, Conversation]], tmp_path: Path
+) -> None:
+    for n, (name, conversation) in enumerate(_longest(real, 2)):
+        for api in ("anthropic", "openai-chat"):
+            store = DirStore(tmp_path / f"s{n}{api}")
+            requests = list(bodies(conversation, api))
+            want = _warm(f"proc-{n}", store, Policy(), requests, api)
+            done = subprocess.run(
+                [sys.executable, "-c", _SCRIPT],
+                input=orjson.dumps(
+                    {"sid": f"proc-{n}", "store": f"dir:{store.root}", "body": requests[-1], "api": api}
+                ),
+                capture_output=True,
+                check=True,
+                env={**os.environ, "PYTHONHASHSEED": "11"},
+                timeout=300,
+            )
+            assert orjson.dumps(orjson.loads(done.stdout)) == want, (name, api)
+
+
+def test_a_record_is_one_of_the_sessions_own_records_not_an_original() -> None:
+    """``stats`` and recall skip what begins with the session's own prefix: the record does."""
+    from toolbudget.mcpserver import _OWN
+
+    assert encode(Decided(3, "", (), 0, 0.0, 0.0, ())).startswith(_OWN)
