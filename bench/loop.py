@@ -248,7 +248,7 @@ def breakdown(conversation: Conversation, policy: Policy, store: str) -> dict[st
         (session_module, "entries_after", "prefix"),
         (wire_module, "parse", "parse"),
         (session_module, "parse_entries", "parse"),
-        (session_module, "repair_checked", "pairing"),
+        (session_module, "repair_traced", "pairing"),
         (session_module, "appends_validly", "pairing"),
         (session_module, "enforce", "budget"),
         (session_module, "extend", "budget"),
@@ -300,7 +300,7 @@ def fresh_parts(sid: str, store: str, policy: Policy, body: dict[str, Any]) -> d
 
     patches = [
         (wire_module, "parse", "parse"),
-        (session_module, "repair_checked", "pairing"),
+        (session_module, "repair_traced", "pairing"),
         (Schedule, "levels", "schedule"),
         (budget_module, "_read_back", "read back"),
         (session_module._SessionArchive, "flush", "store"),

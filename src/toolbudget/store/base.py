@@ -210,6 +210,20 @@ class Store(ABC):
             absent = {key for key in wanted if key not in held} | set(torn)
         return absent | {key for key in keys if not is_key(key)}
 
+    def checks_inline(self, session: str) -> bool:
+        """Whether :meth:`missing` of ``session``'s keys may run on the caller's own thread now.
+
+        A session runs every store call on a worker thread it waits for only
+        as long as the request has left (see :mod:`toolbudget.store.guard`),
+        which costs each request a trip there and back: several times the
+        JSON round trip of a small request. A backend says ``True`` only when
+        the check cannot wait on anything that may hang (no network, no lock
+        another process holds, no mount that may stop answering) and writes
+        nothing; then the per-request check of the keys the markers name is
+        made where the request is. ``False`` by default.
+        """
+        return False
+
     def location(self, session: str, key: str) -> str | None:
         """Where a file-backed store keeps (or will keep) ``key``, without looking; else ``None``."""
         return None
