@@ -477,7 +477,7 @@ class _SessionArchive(Archive):
         if keys and not records and not record and store.checks_inline(session.id):
             # Nothing to write: the check alone, where the request is, when it cannot hang.
             try:
-                if not session._missing(store, keys, sizes):
+                if not session._missing_here(store, keys, sizes):
                     return frozenset()
             except StoreError as exc:
                 session._store_failed(exc)
@@ -742,11 +742,15 @@ class Session:
         if isinstance(store, MemoryStore):
             return store.missing(self.id, keys, sizes)
         if store.checks_inline(self.id):
-            deadline = self._deadline or Deadline(self.policy.store_timeout)
-            absent: set[str] = self._guard_of(store).call_here(deadline, store.missing, self.id, keys, sizes)
-            return absent
+            return self._missing_here(store, keys, sizes)
         found: set[str] = self._store_call(store.missing, self.id, keys, sizes)
         return found
+
+    def _missing_here(self, store: Store, keys: list[str], sizes: Mapping[str, int] | None) -> set[str]:
+        """:meth:`_missing` on this thread, for a store whose check cannot hang."""
+        deadline = self._deadline or Deadline(self.policy.store_timeout)
+        absent: set[str] = self._guard_of(store).call_here(deadline, store.missing, self.id, keys, sizes)
+        return absent
 
     def _store_failed(self, exc: StoreError) -> None:
         _log.warning("toolbudget: %s", exc)

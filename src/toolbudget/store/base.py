@@ -194,7 +194,13 @@ class Store(ABC):
         removed and counted as missing (see the class's contract).
         """
         self._check_session(session)
-        wanted = [key for key in dict.fromkeys(keys) if is_key(key)]
+        wanted: list[str] = []
+        bad: set[str] = set()  # never a backend's: missing
+        for key in dict.fromkeys(keys):
+            if is_key(key):
+                wanted.append(key)
+            else:
+                bad.add(key)
         self._check_open()
         if not wanted:
             absent: set[str] = set()
@@ -207,8 +213,11 @@ class Store(ABC):
             )
             if torn:
                 self._discard(session, torn)
-            absent = {key for key in wanted if key not in held} | set(torn)
-        return absent | {key for key in keys if not is_key(key)}
+            absent = {key for key in wanted if key not in held}
+            absent.update(torn)
+        if bad:
+            absent |= bad
+        return absent
 
     def checks_inline(self, session: str) -> bool:
         """Whether :meth:`missing` of ``session``'s keys may run on the caller's own thread now.

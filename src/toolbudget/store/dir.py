@@ -141,6 +141,8 @@ class DirStore(Store):
         self.url = f"dir:{self.root}" + ("?" + "&".join(options) if options else "")
         self._renewed: dict[str, float] = {}
         self._stamped: dict[str, float] = {}
+        self._dirs: dict[str, str] = {}
+        """Each session's directory, by id: worked out on every call, and a pure function of it."""
         """When this store last stamped each session directory's ``used`` file."""
         try:
             os.makedirs(self.root, mode=0o700)
@@ -523,10 +525,11 @@ class DirStore(Store):
         if directory is None:
             return {}
         results = os.path.join(directory, _RESULTS)
+        within = os.path.join(results, "")
         held: dict[str, int | None] = {}
         for key in keys:
             try:
-                info = os.lstat(os.path.join(results, key + _SUFFIX))
+                info = os.lstat(within + key + _SUFFIX)
             except FileNotFoundError:
                 continue
             except OSError as error:
@@ -586,8 +589,13 @@ class DirStore(Store):
     # -- directories we trust ------------------------------------------------
 
     def _session_dir(self, session: str) -> str:
-        # The prefix keeps every name clear of "." and ".." and of other programs' temp dirs.
-        return os.path.join(self.root, _PREFIX + namespace(session))
+        directory = self._dirs.get(session)
+        if directory is None:
+            if len(self._dirs) >= 4096:
+                self._dirs.clear()  # a proxy's sessions come and go: a bound, not an index
+            # The prefix keeps every name clear of "." and ".." and of other programs' temp dirs.
+            directory = self._dirs[session] = os.path.join(self.root, _PREFIX + namespace(session))
+        return directory
 
     def _existing_session_dir(self, session: str) -> str | None:
         directory = self._session_dir(session)
