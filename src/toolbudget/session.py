@@ -479,6 +479,16 @@ class _SessionArchive(Archive):
         except StoreError as exc:
             session._store_failed(exc)
             return frozenset(keys)
+        sizes = self.sizes_of(pending)
+        if keys and not records and not record and store.checks_inline(session.id):
+            # Nothing to write: the check alone, where the request is, when it cannot hang.
+            try:
+                if not session._missing_here(store, keys, sizes):
+                    return frozenset()
+            except StoreError as exc:
+                session._store_failed(exc)
+                return frozenset(keys)
+            # A key was lost (a clean, a flush): the worker looks again and keeps it.
         try:
             # One trip to the store's worker for the check and the writes.
             absent, failed, error = session._store_call(
@@ -488,7 +498,7 @@ class _SessionArchive(Archive):
                 keys,
                 pending,
                 records,
-                self.sizes_of(pending),
+                sizes,
                 record,
                 session._schedule.decided_record(),
             )
@@ -718,14 +728,37 @@ class Session:
         store = self.store
         if isinstance(store, MemoryStore):
             return fn(*args)  # nothing to wait for
+        deadline = self._deadline or Deadline(self.policy.store_timeout)
+        return self._guard_of(store).call(deadline, fn, *args)
+
+    def _guard_of(self, store: Store) -> StoreGuard:
         guard = self._lease.guard
         if guard is None:
             with self._open_lock:
                 guard = self._lease.guard
                 if guard is None:
                     guard = self._lease.guard = StoreGuard(store.url)
+        return guard
+
+    def _missing(self, store: Store, keys: list[str], sizes: Mapping[str, int] | None) -> set[str]:
+        """Which of ``keys`` the store lacks, in one round trip within the request's time.
+
+        Made on this thread when the store says the check cannot hang
+        (:meth:`Store.checks_inline`): the trip to the worker and back cost
+        more than the check, on every request that names a key.
+        """
+        if isinstance(store, MemoryStore):
+            return store.missing(self.id, keys, sizes)
+        if store.checks_inline(self.id):
+            return self._missing_here(store, keys, sizes)
+        found: set[str] = self._store_call(store.missing, self.id, keys, sizes)
+        return found
+
+    def _missing_here(self, store: Store, keys: list[str], sizes: Mapping[str, int] | None) -> set[str]:
+        """:meth:`_missing` on this thread, for a store whose check cannot hang."""
         deadline = self._deadline or Deadline(self.policy.store_timeout)
-        return guard.call(deadline, fn, *args)
+        absent: set[str] = self._guard_of(store).call_here(deadline, store.missing, self.id, keys, sizes)
+        return absent
 
     def _store_failed(self, exc: StoreError) -> None:
         _log.warning("toolbudget: %s", exc)
@@ -1203,7 +1236,7 @@ class Session:
         try:
             known = self.archive.sizes
             sizes = {key: known[key] for key in keys if key in known}
-            return not self._store_call(self.store.missing, self.id, keys, sizes)
+            return not self._missing(self.store, keys, sizes)
         except StoreError:
             return False  # cut again: what cannot be checked is not promised
 

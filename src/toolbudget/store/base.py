@@ -194,7 +194,13 @@ class Store(ABC):
         removed and counted as missing (see the class's contract).
         """
         self._check_session(session)
-        wanted = [key for key in dict.fromkeys(keys) if is_key(key)]
+        wanted: list[str] = []
+        bad: set[str] = set()  # never a backend's: missing
+        for key in dict.fromkeys(keys):
+            if is_key(key):
+                wanted.append(key)
+            else:
+                bad.add(key)
         self._check_open()
         if not wanted:
             absent: set[str] = set()
@@ -207,8 +213,25 @@ class Store(ABC):
             )
             if torn:
                 self._discard(session, torn)
-            absent = {key for key in wanted if key not in held} | set(torn)
-        return absent | {key for key in keys if not is_key(key)}
+            absent = {key for key in wanted if key not in held}
+            absent.update(torn)
+        if bad:
+            absent |= bad
+        return absent
+
+    def checks_inline(self, session: str) -> bool:
+        """Whether :meth:`missing` of ``session``'s keys may run on the caller's own thread now.
+
+        A session runs every store call on a worker thread it waits for only
+        as long as the request has left (see :mod:`toolbudget.store.guard`),
+        which costs each request a trip there and back: several times the
+        JSON round trip of a small request. A backend says ``True`` only when
+        the check cannot wait on anything that may hang (no network, no lock
+        another process holds, no mount that may stop answering) and writes
+        nothing; then the per-request check of the keys the markers name is
+        made where the request is. ``False`` by default.
+        """
+        return False
 
     def location(self, session: str, key: str) -> str | None:
         """Where a file-backed store keeps (or will keep) ``key``, without looking; else ``None``."""

@@ -54,6 +54,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import re
 import secrets
 import shutil
 import socket
@@ -85,6 +86,11 @@ SWEEP_EVERY = 3600.0
 RENEW_EVERY = 60.0
 """A session renews its holder and ``used`` stamp at most this often (and at least four times a TTL)."""
 _PART = ".part"
+_LOCAL_FILESYSTEMS = frozenset(
+    {"ext2", "ext3", "ext4", "xfs", "btrfs", "bcachefs", "f2fs", "jfs", "zfs", "tmpfs", "ramfs", "overlay"}
+)
+"""File systems on this machine's own disks or memory: looking at a file there never waits on a
+network or a daemon. FUSE, NFS, SMB, 9p and the like may stop answering, so they are not here."""
 _WRITERS = 4
 _PARALLEL_FROM = 64
 """Batches this large are written by :data:`_WRITERS` threads at once."""
@@ -134,6 +140,10 @@ class DirStore(Store):
         options = ([f"ttl={self.ttl:g}"] if self.ttl != DEFAULT_TTL else []) + (["sync=1"] if sync else [])
         self.url = f"dir:{self.root}" + ("?" + "&".join(options) if options else "")
         self._renewed: dict[str, float] = {}
+        self._stamped: dict[str, float] = {}
+        self._dirs: dict[str, str] = {}
+        """Each session's directory, by id: worked out on every call, and a pure function of it."""
+        """When this store last stamped each session directory's ``used`` file."""
         try:
             os.makedirs(self.root, mode=0o700)
         except FileExistsError:
@@ -146,6 +156,8 @@ class DirStore(Store):
                 os.chmod(self.root, 0o700)
         if not self.root.is_dir():
             raise StoreError(f"the store root {self.root} exists and is not a directory")
+        self.local = _filesystem_of(os.path.realpath(self.root)) in _LOCAL_FILESYSTEMS
+        """Whether the root is on a local file system (see :meth:`checks_inline`)."""
         self.swept: list[str] = []
         """The session directories the sweep on opening removed."""
         if sweep:
@@ -172,6 +184,12 @@ class DirStore(Store):
         if not is_key(key):
             return None
         return os.path.join(self._session_dir(session), _RESULTS, key + _SUFFIX)
+
+    def checks_inline(self, session: str) -> bool:
+        """On a local file system, a check is a few ``lstat`` calls and writes nothing, unless the
+        ``used`` stamp is due (at most every :data:`RENEW_EVERY` seconds): then it goes the way
+        of every other call, since a write may wait (a frozen file system)."""
+        return self.local and not self._stamp_due(self._session_dir(session))
 
     # -- holders and the TTL -----------------------------------------------------
 
@@ -352,9 +370,25 @@ class DirStore(Store):
                     os.unlink(os.path.join(holders, name))  # its process is gone
         return live, last
 
+    def _stamp_due(self, directory: str) -> bool:
+        last = self._stamped.get(directory, float("-inf"))
+        return self._clock() - last >= min(RENEW_EVERY, self.ttl / 4)
+
+    def _stamp_now_and_then(self, directory: str) -> None:
+        """Note a read's use of the directory, at most every :data:`RENEW_EVERY` seconds.
+
+        A stamp is a write (``utime``) that cost every request's check about a
+        third of its time; the TTL it is measured against is days, so a minute
+        late changes nothing, and a holder keeps the directory meanwhile.
+        """
+        if self._stamp_due(directory):
+            with contextlib.suppress(OSError):
+                self._stamp(directory)
+
     def _stamp(self, directory: str) -> None:
         used = os.path.join(directory, _USED)
         now = self._clock()
+        self._stamped[directory] = now
         try:
             os.utime(used, (now, now))
         except FileNotFoundError:
@@ -429,8 +463,7 @@ class DirStore(Store):
             if data is not None:
                 found[key] = data
         if found:
-            with contextlib.suppress(OSError):
-                self._stamp(directory)
+            self._stamp_now_and_then(directory)
         return found
 
     def _find(self, key: str, within: str) -> bytes | None:
@@ -484,8 +517,7 @@ class DirStore(Store):
             except OSError as error:
                 raise StoreError(f"cannot look at {results}: {_why(error)}") from error
         if len(absent) < len(keys):
-            with contextlib.suppress(OSError):
-                self._stamp(directory)
+            self._stamp_now_and_then(directory)
         return absent
 
     def _sizes(self, session: str, keys: list[str]) -> dict[str, int | None]:
@@ -493,10 +525,11 @@ class DirStore(Store):
         if directory is None:
             return {}
         results = os.path.join(directory, _RESULTS)
+        within = os.path.join(results, "")
         held: dict[str, int | None] = {}
         for key in keys:
             try:
-                info = os.lstat(os.path.join(results, key + _SUFFIX))
+                info = os.lstat(within + key + _SUFFIX)
             except FileNotFoundError:
                 continue
             except OSError as error:
@@ -504,8 +537,7 @@ class DirStore(Store):
             if stat.S_ISREG(info.st_mode):
                 held[key] = info.st_size
         if held:
-            with contextlib.suppress(OSError):
-                self._stamp(directory)
+            self._stamp_now_and_then(directory)
         return held
 
     def _discard(self, session: str, keys: list[str]) -> None:
@@ -557,8 +589,13 @@ class DirStore(Store):
     # -- directories we trust ------------------------------------------------
 
     def _session_dir(self, session: str) -> str:
-        # The prefix keeps every name clear of "." and ".." and of other programs' temp dirs.
-        return os.path.join(self.root, _PREFIX + namespace(session))
+        directory = self._dirs.get(session)
+        if directory is None:
+            if len(self._dirs) >= 4096:
+                self._dirs.clear()  # a proxy's sessions come and go: a bound, not an index
+            # The prefix keeps every name clear of "." and ".." and of other programs' temp dirs.
+            directory = self._dirs[session] = os.path.join(self.root, _PREFIX + namespace(session))
+        return directory
 
     def _existing_session_dir(self, session: str) -> str | None:
         directory = self._session_dir(session)
@@ -586,6 +623,37 @@ class DirStore(Store):
         _refuse_foreign(directory, info)
         if stat.S_IMODE(info.st_mode) != 0o700:
             os.chmod(directory, 0o700)
+
+
+def _unescape_mount(field: str) -> str:
+    """A mount point as ``/proc/self/mountinfo`` writes it, with its octal escapes (``\\040``) read."""
+    if "\\" not in field:
+        return field
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
+
+
+def _filesystem_of(path: str, mountinfo: str | None = None) -> str | None:
+    """The type of the file system ``path`` is on, as the kernel names it; ``None`` where
+    ``/proc/self/mountinfo`` (or the text given as ``mountinfo``) does not say (not Linux),
+    so nothing is taken for local."""
+    if mountinfo is None:
+        try:
+            with open("/proc/self/mountinfo", "rb") as file:
+                mountinfo = file.read().decode("utf-8", "replace")
+        except OSError:
+            return None
+    best, kind = -1, None
+    for line in mountinfo.splitlines():
+        left, sep, right = line.partition(" - ")
+        fields, tail = left.split(), right.split()
+        if not sep or len(fields) < 5 or not tail:
+            continue
+        point = _unescape_mount(fields[4])
+        inside = path == point or path.startswith(point.rstrip("/") + "/")
+        # The longest mount point holding the path; of two alike, the later one is on top.
+        if inside and len(point) >= best:
+            best, kind = len(point), tail[0]
+    return kind
 
 
 def _host() -> str:

@@ -163,6 +163,32 @@ class StoreGuard:
             deadline.spend(waited)
             _note_wait(waited)
 
+    def call_here(self, deadline: Deadline, fn: Callable[..., T], *args: object) -> T:
+        """:meth:`call` on the caller's own thread, for a call that cannot hang
+        (:meth:`~toolbudget.store.base.Store.checks_inline`).
+
+        The trip to the worker and back costs more than such a call itself.
+        The breaker and the bound hold as for :meth:`call`: a store being
+        skipped is skipped here too, and a call that took longer than the
+        request had left opens the breaker, so later requests skip the store.
+        """
+        with self._lock:
+            if self._is_open():
+                raise StoreError(f"the store {self.url} is not answering; skipped until it does")
+            left = deadline.left()
+            if left <= 0:
+                raise StoreError(f"the store {self.url} used up this request's time")
+        started = time.monotonic()
+        try:
+            return fn(*args)
+        finally:
+            waited = time.monotonic() - started
+            deadline.spend(waited)
+            _note_wait(waited)
+            if waited > left:
+                with self._lock:
+                    self._open_until = self._clock() + self.cool_down
+
     def close(self) -> None:
         with self._lock:
             worker, self._worker = self._worker, None

@@ -1,0 +1,179 @@
+"""Benchmark: the least any ``manage`` must do for an appended turn, against the JSON round trip.
+
+A warm request that only appends a turn still has to read the new entries,
+check their pairing, tell that the earlier history is the one it managed last
+time, and say what it did. This measures those steps alone, on every request
+of the longest shared sessions, each on the state the session was in when the
+request came (what the session kept from the request before), and sets them
+beside the round trip of the same body (best of three ``orjson.loads`` +
+``orjson.dumps``) and beside the whole warm ``manage``:
+
+- ``parse``: the new entries read (``incremental.parse_entries``);
+- ``pairing``: their check against the earlier history (``pairing.appends_validly``);
+- ``report``: the ``Report`` object built;
+- ``prefix``: the history's JSON text checked against the last one's
+  (``incremental.entries_after``: one ``orjson.dumps`` of the history and a
+  comparison), which grows with the history where the rest do not.
+
+``floor`` is parse + pairing + report; ``floor+prefix`` adds the prefix
+check. Each step is timed as the best of ``--repeat`` runs. The p95 of each
+over requests is what the warm p95 target (3x the round trip) can be held
+against: no ``manage`` that does these steps can beat them.
+
+    python bench/warm_floor.py [--sessions 10] [--repeat 50] [--out bench/results/warm_floor.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from _shared import REPO, add_paths, conversations, require_trajectories
+from loop import LARGE, MODEL, best_round_trip, request_bodies, warm_up
+from toolbudget import to_request
+from toolbudget.incremental import Prefix, entries_after, parse_entries
+from toolbudget.model import Conversation, Request
+from toolbudget.pairing import appends_validly
+from toolbudget.policy import Policy
+from toolbudget.replay import requests_of
+from toolbudget.session import Report, Session
+
+
+def best_of(fn: Callable[[], Any], repeat: int) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def p95(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))]
+
+
+def steps(
+    prefix: Prefix, body: dict[str, Any], entries: list[Any], request: Request, last: Report, repeat: int
+) -> dict[str, float]:
+    """The best time of each least step for ``body``, appended to ``prefix``'s history."""
+    gc.disable()
+    try:
+        return {
+            "prefix": best_of(lambda: entries_after(prefix, body), repeat),
+            "parse": best_of(lambda: parse_entries("anthropic", entries), repeat),
+            "pairing": best_of(lambda: appends_validly(request, prefix.count, prefix.calls), repeat),
+            "report": best_of(lambda: replace(last, keys_written=(), store_fallbacks=0), repeat),
+        }
+    finally:
+        gc.enable()
+
+
+def session_floor(conversation: Conversation, policy: Policy, store: str, repeat: int) -> dict[str, Any]:
+    """Each appended request's steps, its round trip and its warm ``manage`` (seconds)."""
+    rows: list[dict[str, float]] = []
+    with Session("floor", store=store, policy=policy) as session:
+        for body in request_bodies(conversation):
+            trip = best_round_trip(orjson.dumps(body))
+            prefix = session._prefix
+            step: dict[str, float] = {}
+            if prefix is not None:
+                found = entries_after(prefix, body)
+                if found is not None and found[0]:
+                    entries = found[0]
+                    new = parse_entries("anthropic", entries)
+                    request = replace(prefix.request, messages=(*prefix.request.messages, *new))
+                    last = session.last_report
+                    assert last is not None
+                    step = steps(prefix, body, entries, request, last, repeat)
+            gc.disable()
+            start = time.perf_counter()
+            session.manage(body, "anthropic")
+            took = time.perf_counter() - start
+            gc.enable()
+            if step:
+                step["trip"] = trip
+                step["manage"] = took
+                step["bytes"] = float(len(orjson.dumps(body)))
+                rows.append(step)
+    return {"requests": rows}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--sessions", type=int, default=10)
+    parser.add_argument("--repeat", type=int, default=50)
+    parser.add_argument("--out", default=str(REPO / "bench" / "results" / "warm_floor.json"))
+    add_paths(parser)
+    args = parser.parse_args()
+    require_trajectories(args.paths)
+    policy = Policy()
+    warm_up(policy)
+    convs = conversations(args.paths)
+
+    def size(item: tuple[str, Conversation]) -> tuple[int, int]:
+        c = item[1]
+        return sum(1 for _ in requests_of(c)), len(orjson.dumps(to_request(c, "anthropic", model=MODEL)))
+
+    longest = sorted(convs, key=size, reverse=True)[: args.sessions]
+    print(
+        f"{'session':<40} {'reqs':>4} {'trip us':>8} {'floor us':>8} {'manage us':>9} "
+        f"{'p95 floor':>9} {'p95 +prefix':>11} {'p95 manage':>10} {'p95 manage L':>12}"
+    )
+    out = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, conversation in longest:
+            rows = session_floor(conversation, policy, f"dir:{tmp}", args.repeat)["requests"]
+            floor = [r["parse"] + r["pairing"] + r["report"] for r in rows]
+            with_prefix = [f + r["prefix"] for f, r in zip(floor, rows, strict=True)]
+            manage = [r["manage"] / r["trip"] for r in rows]
+            large = [m for m, r in zip(manage, rows, strict=True) if r["bytes"] >= LARGE]
+            small = [r for r in rows if r["bytes"] < LARGE] or rows
+            row = {
+                "session": name,
+                "requests": len(rows),
+                "median_trip_us_small": statistics.median(r["trip"] for r in small) * 1e6,
+                "median_floor_us_small": statistics.median(
+                    r["parse"] + r["pairing"] + r["report"] for r in small
+                )
+                * 1e6,
+                "median_manage_us_small": statistics.median(r["manage"] for r in small) * 1e6,
+                "p95_floor": p95([f / r["trip"] for f, r in zip(floor, rows, strict=True)]),
+                "p95_floor_prefix": p95([f / r["trip"] for f, r in zip(with_prefix, rows, strict=True)]),
+                "p95_manage": p95(manage),
+                "p95_manage_large": p95(large) if large else None,
+                "median_parts_us_small": {
+                    part: statistics.median(r[part] for r in small) * 1e6
+                    for part in ("prefix", "parse", "pairing", "report")
+                },
+                "per_request": rows,
+            }
+            out.append(row)
+            print(
+                f"{name.split('#')[-1][-40:]:<40} {len(rows):>4} {row['median_trip_us_small']:>8.1f} "
+                f"{row['median_floor_us_small']:>8.1f} {row['median_manage_us_small']:>9.1f} "
+                f"{row['p95_floor']:>9.2f} {row['p95_floor_prefix']:>11.2f} {row['p95_manage']:>10.2f} "
+                f"{row['p95_manage_large'] or 0:>12.2f}",
+                flush=True,
+            )
+            print(
+                "  median us (bodies < 100 KB): "
+                + "  ".join(f"{k} {v:.1f}" for k, v in row["median_parts_us_small"].items())
+            )
+    path = Path(args.out)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(orjson.dumps({"rows": out}, option=orjson.OPT_INDENT_2))
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()
