@@ -142,6 +142,21 @@ EAGER_LOSING = 0.3
 # README). Long sessions pass the size soon, and their large results pay at once.
 QUIET_BELOW_CHARS = 32_000
 QUIET_EAGER = 0.1
+# An event also waits until its changes have paid, by waiting, for this share of its rewrite:
+# what they save at its own request (written no more) and what they have cost since their age
+# allowed them (read again at every request since). The horizon above guesses how long the
+# session goes on; this asks that the wait itself has shown part of it, as renting before
+# buying does: a session that ends soon after a change became due has paid for no rewrite.
+# It batches the changes of several turns into one event, and is what keeps sessions under
+# Gemini's prices (a read a quarter of a write) prefix-stable (see README). It holds, with the
+# two below, for price models without a write premium (write at most 1x: OpenAI, Gemini):
+# under Anthropic's the least horizon of 10 and no wait are what the small sessions'
+# exhaustive search (``bench/schedule_bound.py``) favours. All three were chosen by replaying
+# the shared sessions over 50k tokens under each price model.
+PAID_SHARE = 0.65
+FREE_WRITE_HORIZON_MIN = 30
+# Without a write premium, the floor of ``compact_clear_at_least`` is this many times higher.
+FREE_WRITE_FLOOR = 1.125
 
 
 @dataclass(frozen=True, slots=True)
@@ -870,8 +885,14 @@ def _best_cut(
     pays at its own request is taken: what it no longer writes there covers
     what it writes again.
     """
-    horizon = min(HORIZON_MAX, max(HORIZON_MIN, int(turns * HORIZON_SHARE)))
+    # Without a write premium, events wait until they have paid a share of their rewrite, and
+    # the ones that fire are weighed over a longer least horizon (see ``PAID_SHARE``).
+    free_write = price.write <= 1
+    least = FREE_WRITE_HORIZON_MIN if free_write else HORIZON_MIN
+    horizon = min(HORIZON_MAX, max(least, int(turns * HORIZON_SHARE)))
     value = price.read * horizon + price.write
+    floor = policy.compact_clear_at_least * (FREE_WRITE_FLOOR if free_write else 1)
+    share = PAID_SHARE if free_write else 0.0
     best: tuple[float, int] | None = None
     reclaim = 0
     # Savings before each slot shift its position; walk the pending changes from the end.
@@ -880,18 +901,45 @@ def _best_cut(
         for k in range(len(present)):
             computed[k + 1] = computed[k] + present[k].size - sizes[k]
         shift = computed
+    paid = 0.0
     for k in reversed(changing):
         reclaim += sizes[k] - size_at(present[k], targets[k], policy)
-        if reclaim < policy.compact_clear_at_least and price.cached:
+        paid += _paid_so_far(present[k], sizes[k], targets[k], turns, policy, price)
+        if reclaim < floor and price.cached:
             continue  # without a cache every character reclaimed is saved: no floor
         start = cum[present[k].msg] - shift[k]
         rewrite = (price.write - price.read) * max(0, cached - start)
         if quiet and rewrite > price.write * reclaim:
             continue
+        if price.write * reclaim + paid < share * rewrite:
+            continue  # the changes have not yet cost enough, waiting, to pay for their rewrite
         net = reclaim * value - rewrite
         if net > 0 and (best is None or net > best[0]):
             best = (net, present[k].msg)
     return None if best is None else best[1]
+
+
+def _paid_so_far(
+    slot: SlotInfo, size: int, target: int, turns: int, policy: Policy, price: PriceModel
+) -> float:
+    """What a pending change has cost so far by waiting: the characters each of its levels
+    would have taken off, read again at every request since its age allowed that level.
+
+    A pure function of the result's age, so the schedule stays a function of the history.
+    """
+    age = turns - 1 - slot.turn_no
+    held, paid = size, 0.0
+    for level in range(LEVEL_PREVIEW, target + 1):
+        smaller = size_at(slot, level, policy)
+        if smaller < held:
+            since = (
+                policy.microcompact_summarize_turns
+                if level == LEVEL_SUMMARY
+                else policy.microcompact_truncate_turns
+            )
+            paid += price.read * (held - smaller) * max(0, age - since)
+            held = smaller
+    return paid
 
 
 def _unmanaged_step(
