@@ -66,6 +66,19 @@ def _scratch(
         _SessionArchive.read_made = saved  # type: ignore[method-assign]
 
 
+def _fresh_and_scratch(
+    store: DirStore, policy: Policy, body: dict[str, Any], decisions: Decisions
+) -> tuple[int, int]:
+    """A fresh session's decisions and a from-scratch one's on the same request, whose bytes
+    must be the same."""
+    decisions.count = 0
+    got = _manage("turns", store, policy, body, "anthropic")
+    fresh = decisions.count
+    scratch, every = _scratch("turns", store, policy, body, "anthropic", decisions)
+    assert got == scratch
+    return fresh, every
+
+
 def _warm(
     sid: str, store: DirStore, policy: Policy, requests: list[dict[str, Any]], api: str, timed: bool = False
 ) -> bytes:
@@ -180,22 +193,14 @@ def _resumes(
 def test_the_session_resumes_from_its_record(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The control for the cases below: the same session, untouched, resumes."""
     store, requests, decisions = _resumes(tmp_path, monkeypatch)
-    decisions.count = 0
-    got = _manage("turns", store, POLICY, requests[-1], "anthropic")
-    fresh = decisions.count
-    scratch, every = _scratch("turns", store, POLICY, requests[-1], "anthropic", decisions)
-    assert got == scratch
+    fresh, every = _fresh_and_scratch(store, POLICY, requests[-1], decisions)
     assert fresh == 0 and every == 24
 
 
 def test_a_record_of_another_policy_is_not_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     store, requests, decisions = _resumes(tmp_path, monkeypatch)
     other = Policy(context_window_tokens=30_000, microcompact_summarize_turns=3)
-    decisions.count = 0
-    got = _manage("turns", store, other, requests[-1], "anthropic")
-    fresh = decisions.count
-    scratch, every = _scratch("turns", store, other, requests[-1], "anthropic", decisions)
-    assert got == scratch
+    fresh, every = _fresh_and_scratch(store, other, requests[-1], decisions)
     assert fresh == every == 24
 
 
@@ -208,11 +213,7 @@ def test_a_record_of_other_cold_points_is_not_used(tmp_path: Path, monkeypatch: 
             warm.manage(body, "anthropic", now=1000.0 + n + (4000.0 if n >= 12 else 0.0))
         assert warm._schedule.cold_points
     decisions = Decisions(monkeypatch)
-    decisions.count = 0
-    got = _manage("turns", store, POLICY, requests[-1], "anthropic")
-    fresh = decisions.count
-    scratch, every = _scratch("turns", store, POLICY, requests[-1], "anthropic", decisions)
-    assert got == scratch
+    fresh, every = _fresh_and_scratch(store, POLICY, requests[-1], decisions)
     assert fresh == every == 24
 
 
@@ -221,11 +222,7 @@ def test_a_torn_record_is_not_used(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     for path in _records(store):
         data = path.read_bytes()
         path.write_bytes(data[: len(data) - 5])
-    decisions.count = 0
-    got = _manage("turns", store, POLICY, requests[-1], "anthropic")
-    fresh = decisions.count
-    scratch, every = _scratch("turns", store, POLICY, requests[-1], "anthropic", decisions)
-    assert got == scratch
+    fresh, every = _fresh_and_scratch(store, POLICY, requests[-1], decisions)
     assert fresh == every == 24
 
 

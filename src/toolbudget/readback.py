@@ -21,14 +21,12 @@ again on later requests: a lost one costs only a recomputation.
 from __future__ import annotations
 
 import functools
-import hashlib
 from collections.abc import Callable
-from pathlib import Path
 
 import orjson
 
+from .codedigest import PolicyTexts, digest_of, package_root
 from .model import ToolCall
-from .policy import Policy
 from .previews import Preview
 
 __all__ = [
@@ -56,38 +54,14 @@ _SHAPERS = ("budget.py", "compaction.py", "marker.py", "tools.py", "measure.py",
 @functools.cache
 def code_digest() -> str:
     """A digest of the code that makes previews and summaries: another version never reads back."""
-    from . import __file__ as package_file
-
-    root = Path(package_file).parent
-    digest = hashlib.blake2b(digest_size=12, person=b"toolbudget-code")
-    try:
-        files = sorted((root / "previews").glob("*.py")) + [root / name for name in _SHAPERS]
-        for file in files:
-            digest.update(file.name.encode() + b"\x00" + file.read_bytes())
-    except OSError:
-        from importlib.metadata import PackageNotFoundError, version
-
-        try:  # no sources to read (a frozen build): its version must do
-            digest.update(b"version\x00" + version("toolbudget").encode())
-        except PackageNotFoundError:
-            return ""  # nothing names this code: never read back
-    return digest.hexdigest()
+    root = package_root()
+    return digest_of(
+        [*sorted((root / "previews").glob("*.py")), *(root / name for name in _SHAPERS)], b"toolbudget-code"
+    )
 
 
-_POLICIES: dict[int, tuple[Policy, str]] = {}
-
-
-def policy_digest(policy: Policy) -> str:
-    """The policy's fingerprint with the code's digest, worked out once per policy object."""
-    found = _POLICIES.get(id(policy))
-    if found is not None and found[0] is policy:
-        return found[1]
-    if len(_POLICIES) >= 64:
-        _POLICIES.clear()
-    code = code_digest()
-    text = f"{code}\x00{policy.fingerprint()}" if code else ""
-    _POLICIES[id(policy)] = (policy, text)
-    return text
+policy_digest = PolicyTexts(code_digest)
+"""The policy's fingerprint with the code's digest, worked out once per policy object."""
 
 
 def preview_inputs(

@@ -40,12 +40,12 @@ from array import array
 from bisect import bisect_left
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING
+
+from .codedigest import PolicyTexts, digest_of, package_root
 
 if TYPE_CHECKING:
     from .compaction import SlotInfo
-    from .policy import Policy
 
 __all__ = ["PREFIX", "Decided", "Inputs", "code_digest", "decode", "encode", "name", "policy_text"]
 
@@ -62,38 +62,13 @@ LOOK_BACK = 4
 @functools.cache
 def code_digest() -> str:
     """A digest of the schedule's code: a record of another version is never read back."""
-    from . import __file__ as package_file
-
-    root = Path(package_file).parent
-    digest = hashlib.blake2b(digest_size=12, person=b"toolbudget-plan")
-    try:
-        for file in _CODE:
-            digest.update(file.encode() + b"\x00" + (root / file).read_bytes())
-    except OSError:
-        from importlib.metadata import PackageNotFoundError, version
-
-        try:  # no sources to read (a frozen build): its version must do
-            digest.update(b"version\x00" + version("toolbudget").encode())
-        except PackageNotFoundError:
-            return ""  # nothing names this code: never read back
-    return digest.hexdigest()
+    root = package_root()
+    return digest_of([root / file for file in _CODE], b"toolbudget-plan")
 
 
-_POLICIES: dict[int, tuple[Policy, str]] = {}
-
-
-def policy_text(policy: Policy) -> str:
-    """The code's digest and the policy's fingerprint, worked out once per policy object
-    (``""`` when nothing names this code: then no record is kept or read)."""
-    found = _POLICIES.get(id(policy))
-    if found is not None and found[0] is policy:
-        return found[1]
-    if len(_POLICIES) >= 64:
-        _POLICIES.clear()
-    code = code_digest()
-    text = f"{code}\x00{policy.fingerprint()}" if code else ""
-    _POLICIES[id(policy)] = (policy, text)
-    return text
+policy_text = PolicyTexts(code_digest)
+"""The code's digest and the policy's fingerprint, worked out once per policy object
+(``""`` when nothing names this code: then no record is kept or read)."""
 
 
 def name(policy: str, end: int) -> str:

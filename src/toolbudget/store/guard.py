@@ -135,14 +135,20 @@ class StoreGuard:
             return True
         return self._clock() < self._open_until
 
+    def _admit(self, deadline: Deadline) -> float:
+        """The time the request has left for a call, or :class:`StoreError` when the store is
+        being skipped or the time is gone (called under the lock)."""
+        if self._is_open():
+            raise StoreError(f"the store {self.url} is not answering; skipped until it does")
+        left = deadline.left()
+        if left <= 0:
+            raise StoreError(f"the store {self.url} used up this request's time")
+        return left
+
     def call(self, deadline: Deadline, fn: Callable[..., T], *args: object) -> T:
         """``fn(*args)``, or :class:`StoreError` when it cannot finish within ``deadline``."""
         with self._lock:
-            if self._is_open():
-                raise StoreError(f"the store {self.url} is not answering; skipped until it does")
-            left = deadline.left()
-            if left <= 0:
-                raise StoreError(f"the store {self.url} used up this request's time")
+            left = self._admit(deadline)
             if self._worker is None:
                 self._worker = _Worker()
             future = self._worker.submit(fn, *args)
@@ -173,11 +179,7 @@ class StoreGuard:
         request had left opens the breaker, so later requests skip the store.
         """
         with self._lock:
-            if self._is_open():
-                raise StoreError(f"the store {self.url} is not answering; skipped until it does")
-            left = deadline.left()
-            if left <= 0:
-                raise StoreError(f"the store {self.url} used up this request's time")
+            left = self._admit(deadline)
         started = time.monotonic()
         try:
             return fn(*args)
