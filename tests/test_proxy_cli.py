@@ -105,7 +105,13 @@ def test_the_command_serves_the_proxy(tmp_path: Path) -> None:
             assert up.received[-1].headers["authorization"] == "Bearer k"
         finally:
             process.terminate()
-            _, err = process.communicate(timeout=30)
+            try:
+                _, err = process.communicate(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.communicate()
+                raise AssertionError("the proxy did not stop within 30 s of SIGTERM") from None
+    assert process.returncode == 0
     logged = err.decode()
     assert '"api":"openai-chat"' in logged and "Bearer k" not in logged
 

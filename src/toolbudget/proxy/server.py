@@ -44,23 +44,32 @@ def _runner(app: web.Application) -> web.AppRunner:
 async def _serve_forever(
     app: web.Application, host: str, port: int, *, reuse_port: bool = False, parent: int | None = None
 ) -> None:
+    # SIGTERM sets an event the loop waits on, rather than raising out of whatever
+    # bytecode the signal lands in: a shutdown that begins between a lock's acquire
+    # and its release, or inside a store's wait, can hang the process it was to end.
+    loop = asyncio.get_running_loop()
+    stopping = asyncio.Event()
+    loop.add_signal_handler(signal.SIGTERM, stopping.set)
     runner = _runner(app)
     await runner.setup()
     site = web.TCPSite(runner, host, port, backlog=1024, reuse_port=reuse_port or None)
     await site.start()
     try:
         while parent is None or os.getppid() == parent:  # a worker ends with the process that started it
-            await asyncio.sleep(1.0)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stopping.wait(), 1.0)
+            if stopping.is_set():
+                break
     finally:
+        loop.remove_signal_handler(signal.SIGTERM)
         await runner.cleanup()
 
 
 def _stop(signum: int, frame: object) -> None:
-    raise SystemExit(0)  # unwinds, so the sessions let go of their archives
+    raise SystemExit(0)  # the parent of workers only waits on them; nothing of its own is mid-way
 
 
 def _worker(config: ProxyConfig, host: str, port: int, parent: int) -> None:
-    signal.signal(signal.SIGTERM, _stop)
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(_serve_forever(create_app(config), host, port, reuse_port=True, parent=parent))
@@ -68,11 +77,11 @@ def _worker(config: ProxyConfig, host: str, port: int, parent: int) -> None:
 
 def serve(config: ProxyConfig, host: str = "127.0.0.1", port: int = 8787, workers: int = 1) -> None:
     """Serve the proxy until interrupted (or sent SIGTERM), in ``workers`` processes."""
-    signal.signal(signal.SIGTERM, _stop)
     if workers <= 1:
         with contextlib.suppress(KeyboardInterrupt):
             asyncio.run(_serve_forever(create_app(config), host, port))
         return
+    signal.signal(signal.SIGTERM, _stop)
     # Forked before any thread or loop exists here, so each worker starts clean and nothing is pickled.
     context = multiprocessing.get_context("fork")
     children = [
