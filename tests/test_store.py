@@ -34,12 +34,14 @@ from toolbudget.errors import InputError, StoreError
 from toolbudget.marker import MARKER_RE
 from toolbudget.store import DirStore, MemoryStore, RedisStore, SqliteStore, Store, open_store
 from toolbudget.store.base import DEFAULT_TTL, namespace
+from toolbudget.store.dir import PARTS_EVERY
 
 if TYPE_CHECKING:
     import redis
 
 KEY = "0123456789abcdef0123456789abcdef"
 OTHER = "fedcba9876543210fedcba9876543210"
+THIRD = "00112233445566778899aabbccddeeff"
 REPO = Path(__file__).resolve().parents[1]
 
 HOSTILE_SESSIONS = [
@@ -580,7 +582,8 @@ def test_dir_keys_ignore_temp_files_and_strangers(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("trigger", ["put", "keys"])
 def test_dir_stale_temp_files_are_removed_and_live_ones_kept(tmp_path: Path, trigger: str) -> None:
-    store = DirStore(tmp_path)
+    now = [time.time()]
+    store = DirStore(tmp_path, clock=lambda: now[0])
     store.put("s1", KEY, b"x")
     results = tmp_path / "toolbudget-s1" / "tool-results"
     old = time.time() - 2 * 3600  # the documented safe age is an hour
@@ -595,7 +598,12 @@ def test_dir_stale_temp_files_are_removed_and_live_ones_kept(tmp_path: Path, tri
     os.utime(stranger, (old, old))
     os.utime(results / f"{KEY}.txt", (old, old))
     if trigger == "put":
+        # A write lists the directory only now and then: every write's listing made each one
+        # cost a read of every entry the session holds.
         store.put("s1", OTHER, b"y")
+        assert stale.exists()
+        now[0] += PARTS_EVERY
+        store.put("s1", THIRD, b"z")
     else:
         assert store.keys("s1") == [KEY]
     left = sorted(os.listdir(results))

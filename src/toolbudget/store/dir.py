@@ -44,9 +44,12 @@ marker's key is kept again, or the cut falls back).
 
 A temp file A process killed
 in mid-write leaves that file behind, and nothing else would ever remove it,
-so each write and each listing of a session directory removes the ``.part``
-files there older than :data:`STALE_PART_SECONDS`. The age keeps a concurrent
-writer's live temp file safe: it exists only for the moments of one write.
+so each listing of a session directory, and a store's first write there and
+then one every :data:`PARTS_EVERY` seconds, removes the ``.part`` files there
+older than :data:`STALE_PART_SECONDS`. The age keeps a concurrent writer's live
+temp file safe: it exists only for the moments of one write. Not every write
+lists the directory: that cost each write a read of every entry the session
+holds, so a long session's per-request records grew dearer with its length.
 """
 
 from __future__ import annotations
@@ -85,6 +88,9 @@ SWEEP_EVERY = 3600.0
 """Seconds between automatic sweeps of a root."""
 RENEW_EVERY = 60.0
 """A session renews its holder and ``used`` stamp at most this often (and at least four times a TTL)."""
+PARTS_EVERY = 600.0
+"""At most how often a store's writes look for stale temp files in one directory: a file is
+stale only an hour after its last write, so ten minutes later changes nothing."""
 _PART = ".part"
 _LOCAL_FILESYSTEMS = frozenset(
     {"ext2", "ext3", "ext4", "xfs", "btrfs", "bcachefs", "f2fs", "jfs", "zfs", "tmpfs", "ramfs", "overlay"}
@@ -141,6 +147,7 @@ class DirStore(Store):
         self.url = f"dir:{self.root}" + ("?" + "&".join(options) if options else "")
         self._renewed: dict[str, float] = {}
         self._stamped: dict[str, float] = {}
+        self._swept: dict[str, float] = {}
         self._dirs: dict[str, str] = {}
         """Each session's directory, by id: worked out on every call, and a pure function of it."""
         """When this store last stamped each session directory's ``used`` file."""
@@ -414,7 +421,10 @@ class DirStore(Store):
         try:
             self._private_dir(directory)
             self._private_dir(results)
-            _sweep_parts(results)
+            now = self._clock()
+            if now - self._swept.get(results, float("-inf")) >= PARTS_EVERY:
+                self._swept[results] = now
+                _sweep_parts(results)
         except OSError as error:
             raise StoreError(f"cannot keep {what} in {results}: {_why(error)}") from error
         failed: dict[str, OSError] = {}
