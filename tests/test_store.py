@@ -615,20 +615,25 @@ def test_dir_stale_temp_files_are_removed_and_live_ones_kept(tmp_path: Path, tri
 def test_dir_a_temp_file_that_cannot_be_removed_does_not_fail_a_write(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    store = DirStore(tmp_path)
+    now = [time.time()]
+    store = DirStore(tmp_path, clock=lambda: now[0])
     store.put("s1", KEY, b"x")
     stale = tmp_path / "toolbudget-s1" / "tool-results" / ".stuck.part"
     stale.write_bytes(b"")
     os.utime(stale, (0, 0))
+    now[0] += PARTS_EVERY  # the next write looks for stale temp files again
     real_unlink = os.unlink
+    tried: list[str] = []
 
     def refuse(path: str, *args: Any, **kwargs: Any) -> None:
         if str(path).endswith(".stuck.part"):
+            tried.append(str(path))
             raise PermissionError(errno.EACCES, "Permission denied")
         real_unlink(path, *args, **kwargs)
 
     monkeypatch.setattr(os, "unlink", refuse)
     store.put("s1", OTHER, b"y")
+    assert tried  # the write did try to remove it
     assert store.keys("s1") == [KEY, OTHER]
     assert stale.exists()
 

@@ -147,10 +147,11 @@ class DirStore(Store):
         self.url = f"dir:{self.root}" + ("?" + "&".join(options) if options else "")
         self._renewed: dict[str, float] = {}
         self._stamped: dict[str, float] = {}
+        """When this store last stamped each session directory's ``used`` file."""
         self._swept: dict[str, float] = {}
+        """When this store's writes last looked for stale temp files in each results directory."""
         self._dirs: dict[str, str] = {}
         """Each session's directory, by id: worked out on every call, and a pure function of it."""
-        """When this store last stamped each session directory's ``used`` file."""
         try:
             os.makedirs(self.root, mode=0o700)
         except FileExistsError:
