@@ -40,7 +40,9 @@ Two measurements, each against a fast local upstream in its own process:
     system prompt of its own); ``--count`` replays the requests to
     ``/v1/messages/count_tokens`` too, which the proxy manages and counts
     upstream; ``--baseline SRC`` runs the proxy of another tree (``src`` of an
-    older commit) beside this one, in the same run.
+    older commit) beside this one, in the same run; ``--baseline-store URL``
+    gives that proxy its own store (``--baseline src --baseline-store memory:``
+    shows what the ``dir:`` store costs the same code).
 
 ``python bench/proxy.py soak [--clients 200] [--seconds 60] [--agents]``
     Many clients for a while (by default 200 for 60 s), half of the requests
@@ -661,9 +663,8 @@ def agents(args: argparse.Namespace) -> None:
         upstream = f"http://127.0.0.1:{up_port}"
         children = {}
         for name, src in timed:
-            store = (
-                f"dir:{Path(os.environ.get('TMPDIR', '/tmp')) / f'toolbudget-agents-{os.getpid()}-{name}'}"
-            )
+            directory = Path(os.environ.get("TMPDIR", "/tmp")) / f"toolbudget-agents-{os.getpid()}-{name}"
+            store = args.baseline_store if name == "baseline" and args.baseline_store else f"dir:{directory}"
             profile = args.profile if name == "proxy" and args.profile else ""
             argv = (__file__, "_timed_proxy", str(ports[name]), upstream, store, profile, args.manage)
             children[name] = stack.enter_context(process(*argv, src=src))
@@ -972,6 +973,11 @@ def main() -> None:
         "--baseline",
         metavar="SRC",
         help="also run the proxy of another tree's src directory (an older commit), in the same run",
+    )
+    replaying.add_argument(
+        "--baseline-store",
+        metavar="URL",
+        help="the baseline proxy's store (with --baseline src, memory: shows what the dir: store costs)",
     )
     replaying.add_argument(
         "--count", action="store_true", help="also replay the requests to /v1/messages/count_tokens"

@@ -55,11 +55,10 @@ async def _serve_forever(
     site = web.TCPSite(runner, host, port, backlog=1024, reuse_port=reuse_port or None)
     await site.start()
     try:
-        while parent is None or os.getppid() == parent:  # a worker ends with the process that started it
+        # A worker also ends with the process that started it.
+        while not stopping.is_set() and (parent is None or os.getppid() == parent):
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stopping.wait(), 1.0)
-            if stopping.is_set():
-                break
     finally:
         loop.remove_signal_handler(signal.SIGTERM)
         await runner.cleanup()
