@@ -30,6 +30,7 @@ import math
 import threading
 import weakref
 from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -480,7 +481,18 @@ class _SessionArchive(Archive):
             session._store_failed(exc)
             return frozenset(keys)
         sizes = self.sizes_of(pending)
-        if keys and not records and not record and store.checks_inline(session.id):
+        if (records or record) and session._writes_later(store):
+            # What the markers name is checked now; the records may follow the request.
+            try:
+                absent = session._missing_here(store, keys, sizes) if keys else set()
+            except StoreError as exc:
+                session._store_failed(exc)
+                return frozenset(keys)
+            if not absent:
+                session._write_later(store, records, record, session._schedule.decided_record())
+                return frozenset()
+            # A key was lost: one trip to the worker keeps it and the records with it.
+        elif keys and not records and not record and store.checks_inline(session.id):
             # Nothing to write: the check alone, where the request is, when it cannot hang.
             try:
                 if not session._missing_here(store, keys, sizes):
@@ -609,6 +621,7 @@ class Session:
         on_cut: Callable[[Cut], None] | None = None,
         on_budget_unreachable: Callable[[Unreachable], None] | None = None,
         token_counter: TokenCounter | None = None,
+        write_later: bool = False,
     ) -> None:
         if id is not None and (not isinstance(id, str) or not id.strip()):
             # A blank id would name one archive shared by every caller that forgot to give one.
@@ -622,6 +635,9 @@ class Session:
         self.on_budget_unreachable = on_budget_unreachable
         self.token_counter = token_counter
         self._keys_this_call: list[str] = []
+        self.write_later = write_later
+        """Whether writes no marker names go to the store after the call returns (:attr:`pending_write`)."""
+        self._later: Future[None] | None = None
         self._closed = False
         self._caches: dict[str, wire.EntryCache] = {}
         self._primed: dict[int, _Primed] = {}
@@ -763,6 +779,66 @@ class Session:
     def _store_failed(self, exc: StoreError) -> None:
         _log.warning("toolbudget: %s", exc)
 
+    # --- writes after the call -----------------------------------------------------------
+
+    @property
+    def pending_write(self) -> Future[None] | None:
+        """The store writes of this session's last call still under way, or ``None``.
+
+        With ``write_later=True`` a call returns before the records that no
+        marker names are in the store: its arrival, its schedule's decision,
+        the records of the previews it made (what another process reads to
+        decide alike and not make them again). Every original a marker names
+        is in the store before the call returns, as always. This session's
+        own next call waits for them first; a caller whose next request may
+        reach another process (a proxy's replicas) waits for this future
+        before answering, which it can do while the provider answers. It
+        never raises: a write that failed is logged, as one made in the call.
+        """
+        later = self._later
+        return later if later is not None and not later.done() else None
+
+    def _writes_later(self, store: Store) -> bool:
+        """Whether this request's records may follow it: asked for, and a store whose check of
+        the markers' keys is made here (a memory store writes as fast as it would queue)."""
+        return self.write_later and not isinstance(store, MemoryStore) and store.checks_inline(self.id)
+
+    def _write_later(
+        self,
+        store: Store,
+        records: Mapping[str, str],
+        record: Mapping[str, bytes] | None,
+        rider: Callable[[], dict[str, bytes]] | None,
+    ) -> None:
+        """Queue the request's records on the store's worker, behind the writes of earlier calls."""
+        session_id = self.id
+
+        def write() -> None:
+            items = {key: text.encode("utf-8", "surrogatepass") for key, text in sorted(records.items())}
+            items.update(record or {})
+            for key, data in (rider() if rider is not None else {}).items():
+                items.setdefault(key, data)
+            try:
+                store.put_many(session_id, items)
+            except StoreError as exc:
+                self._store_failed(exc)  # a record not kept is made again; nothing promised it
+
+        self._later = self._guard_of(store).later(write)
+
+    def _settle(self) -> None:
+        """Wait, within the call's bound, for the writes an earlier call left under way."""
+        later, self._later = self._later, None
+        guard = self._lease.guard
+        if later is None or guard is None:
+            return  # a guard is only ever dropped with the store, when nothing is left to wait for
+        try:
+            guard.wait(self._deadline or Deadline(self.policy.store_timeout), later)
+        except StoreError as exc:
+            self._store_failed(exc)
+        except Exception as exc:
+            # It failed after its call returned: logged, as a failed write in the call would be.
+            _log.warning("toolbudget: a write to the store failed: %s", exc)
+
     @property
     def archive(self) -> _SessionArchive:
         archive = self._archive
@@ -849,6 +925,8 @@ class Session:
             if not outer:
                 local.deadline = Deadline(self.policy.store_timeout)
             try:
+                if self._later is not None:
+                    self._settle()
                 if now is None:
                     return self._manage(body, api)
                 with self._arriving(now):
@@ -940,6 +1018,7 @@ class Session:
     def manage_request(self, request: Request, *, now: float | None = None) -> tuple[Request, Report]:
         """The same pipeline on a parsed request (``now`` as for :meth:`manage`)."""
         with self._lock, self._request_time(), self._arriving(now):
+            self._settle()
             self._bind(request)
             self._prefix = None  # what a body's next request resumes from is a body's
             return self._pipeline(request)
@@ -987,6 +1066,7 @@ class Session:
         with self._lock, self._request_time():
             if self._id is None:
                 raise InputError("cut_result needs the session's id: give one, or manage a request first")
+            self._settle()
             self._hold()
             self._keys_this_call = []
             archive = self.archive
@@ -1403,6 +1483,8 @@ class Session:
             return
         self._closed = True
         with self._lock:
+            if self._later is not None:
+                self._settle()
             self._release()
 
     def __enter__(self) -> Session:

@@ -228,8 +228,9 @@ class Sessions:
     """Live sessions by id, for shells that manage requests of many conversations.
 
     ``store`` and ``policy`` are every session's (the store is opened once and
-    shared); ``token_counter`` likewise. Use it as a context manager, or call
-    :meth:`close`. ``clock`` is for tests.
+    shared); ``token_counter`` and ``write_later`` likewise (a shell that
+    waits for :attr:`Session.pending_write` before it answers sets it). Use it
+    as a context manager, or call :meth:`close`. ``clock`` is for tests.
     """
 
     def __init__(
@@ -242,6 +243,7 @@ class Sessions:
         max_held_bytes: int = 64 * 1024 * 1024,
         token_counter: TokenCounter | None = None,
         clock: Callable[[], float] = time.monotonic,
+        write_later: bool = False,
     ) -> None:
         if not isinstance(max_sessions, int) or isinstance(max_sessions, bool) or max_sessions < 1:
             raise InputError(f"max_sessions must be a whole number of at least 1, not {max_sessions!r}")
@@ -254,6 +256,8 @@ class Sessions:
         self.idle_seconds = float(idle_seconds)
         self.max_held_bytes = max_held_bytes
         self.token_counter = token_counter
+        self.write_later = write_later
+        """Each session's ``write_later`` (:attr:`Session.pending_write`)."""
         self._clock = clock
         self._lock = threading.Lock()
         self._live: OrderedDict[str, tuple[Session, float]] = OrderedDict()
@@ -375,7 +379,13 @@ class Sessions:
         return self._live.pop(id)[0]
 
     def _make(self, id: str) -> Session:
-        session = Session(id, store=self._store, policy=self.policy, token_counter=self.token_counter)
+        session = Session(
+            id,
+            store=self._store,
+            policy=self.policy,
+            token_counter=self.token_counter,
+            write_later=self.write_later,
+        )
         session._caches = self._caches
         return session
 

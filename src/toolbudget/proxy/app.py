@@ -44,7 +44,7 @@ from ..flow import ManagedCall, Outcome, adrive, opaque
 from ..jsonio import dumps
 from ..model import Usage
 from ..policy import Policy
-from ..session import Report
+from ..session import Report, Session
 from ..sessions import Sessions
 from .bodies import decode_body
 from .config import ProxyConfig
@@ -100,6 +100,8 @@ class Proxy:
                 max_sessions=config.max_sessions,
                 max_held_bytes=config.max_held_bytes,
                 idle_seconds=config.idle_seconds,
+                # The records no marker names are written while the upstream answers (see _settled).
+                write_later=True,
             )
         )
         self._own_sessions = sessions is None
@@ -220,6 +222,7 @@ class Proxy:
             data = body if sent is given else dumps(sent)
             return await self._send(url, out_headers, data, stream=stream)
 
+        outcome: Outcome | None = None
         try:
             outcome = await (adrive(call, send) if self.offload is None else self.offload.drive(call, send))
         except InputError as exc:
@@ -235,10 +238,27 @@ class Proxy:
         except (ClientError, OSError) as exc:  # TimeoutError is an OSError
             self._count_call(call, None)
             return self._done(route, self._unreachable(route, exc), started)
+        finally:
+            if outcome is None or not stream:
+                await self._settled(session)  # a stream's wait is taken in _stream_back
         self._count_call(call, outcome.report)
         if stream:
-            return await self._stream_back(request, route, outcome, started)
+            return await self._stream_back(request, route, outcome, started, session)
         return self._done(route, self._whole_back(route, outcome), started, outcome.report)
+
+    async def _settled(self, session: Session) -> None:
+        """Wait until the session's records are in the store, before the client hears back.
+
+        The session wrote them while the upstream answered (``write_later``):
+        the next request of the conversation, which may reach another replica,
+        comes only after this answer, so every replica then reads them. A
+        store slower than a request's bound is not waited for longer (its
+        records are made again; none is a promise).
+        """
+        later = session.pending_write
+        if later is not None:
+            # Waited for, never cancelled: a cancelled write would be dropped from the worker's queue.
+            await asyncio.wait({asyncio.wrap_future(later)}, timeout=self.policy.store_timeout)
 
     async def _send(self, url: str, headers: list[tuple[str, str]], data: bytes, *, stream: bool) -> Any:
         """Post one body upstream: a stream's open response, or the whole answer; an error status raises."""
@@ -257,7 +277,7 @@ class Proxy:
             raise
 
     async def _stream_back(
-        self, request: web.Request, route: Route, outcome: Outcome, started: float
+        self, request: web.Request, route: Route, outcome: Outcome, started: float, session: Session
     ) -> web.StreamResponse:
         upstream: ClientResponse = outcome.first
         assert route.api is not None
@@ -272,6 +292,9 @@ class Proxy:
             await answer.prepare(request)
             try:
                 async for chunk in upstream.content.iter_any():
+                    if not written:
+                        # Once a chunk is in hand: a reset that came meanwhile would lose what was read.
+                        await self._settled(session)
                     tap.feed(chunk)
                     await answer.write(chunk)
                     written += len(chunk)
@@ -279,6 +302,8 @@ class Proxy:
                 self.metrics.modified.inc(tap.bytes - written)
                 self._reset(request, route, upstream.status, started, written, exc, outcome.report)
                 return answer
+            if not written:
+                await self._settled(session)
             await answer.write_eof()
         finally:
             upstream.release()
@@ -322,6 +347,8 @@ class Proxy:
             return self._done(route, _upstream_error(exc), started)
         except (ClientError, OSError) as exc:  # TimeoutError is an OSError
             return self._done(route, self._unreachable(route, exc), started)
+        finally:
+            await self._settled(session)
         response = web.Response(status=answer.status, body=answer.body)
         _copy_headers(response, answer.headers)
         return self._done(route, response, started)
