@@ -66,10 +66,12 @@ import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import orjson
@@ -123,12 +125,15 @@ def free_port() -> int:
 # --- the processes ---------------------------------------------------------------------------------
 
 
-def serve_upstream(port: int) -> None:
-    """A fast upstream: reads the body, answers at once (whole, or 25 events)."""
+def serve_upstream(port: int, delay: float = 0.0) -> None:
+    """A fast upstream: reads the body, answers at once (whole, or 25 events), or after ``delay``
+    seconds (a provider's time to its first byte)."""
     from aiohttp import web
 
     async def handle(request: web.Request) -> web.StreamResponse:
         body = await request.read()
+        if delay:
+            await asyncio.sleep(delay)
         if request.path.endswith("/count_tokens"):
             return web.json_response({"input_tokens": len(body) // 4})
         if b'"stream":true' not in body:
@@ -208,7 +213,11 @@ def serve_starlette_forwarder(port: int, upstream: str) -> None:
 @contextmanager
 def process(*args: str, src: str | None = None) -> Iterator[subprocess.Popen[bytes]]:
     """This Python on ``args`` in a child process, importing toolbudget from ``src`` (default: this tree)."""
-    env = {**os.environ, "PYTHONPATH": src or str(REPO / "src")}
+    env = {
+        **os.environ,
+        "PYTHONPATH": src or str(REPO / "src"),
+        "TOOLBUDGET_BENCH_SRC": src or str(REPO / "src"),
+    }
     child = subprocess.Popen(
         [sys.executable, *args], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
@@ -565,6 +574,8 @@ def serve_timed_proxy(port: int, upstream: str, store: str, profile: str, offloa
             out = list(times)
             times.clear()
             return web.Response(body=orjson.dumps(out), content_type="application/json")
+        if request.path == "/_bench/stages":
+            return await bench_stages(request)
         if request.path == "/_bench/profile" and profiler is not None:
             profiler.disable()
             profiler.dump_stats(profile)
@@ -572,6 +583,14 @@ def serve_timed_proxy(port: int, upstream: str, store: str, profile: str, offloa
             return web.Response(text="written")
         answer: web.StreamResponse = await handle(self, request)
         return answer
+
+    stages = _time_stages(proxy_app)
+
+    async def bench_stages(request: web.Request) -> web.Response:
+        out = {name: list(spent) for name, spent in stages.items()}
+        for spent in stages.values():
+            spent.clear()
+        return web.Response(body=orjson.dumps(out), content_type="application/json")
 
     proxy_app.Proxy._send = timed_send  # type: ignore[method-assign]
     proxy_app.Proxy._managed = timed_managed  # type: ignore[method-assign]
@@ -584,13 +603,95 @@ def serve_timed_proxy(port: int, upstream: str, store: str, profile: str, offloa
     web.run_app(app, host="127.0.0.1", port=port, access_log=None, print=None)
 
 
-def manage_growing(requests: list[bytes], clients: int) -> list[float]:
+STAGES = (
+    ("read", "reading the body"),
+    ("parse", "parsing it"),
+    ("session", "finding its session"),
+    ("manage", "manage"),
+    ("write", "writing the managed body"),
+    ("records", "waiting for the session's records after the upstream"),
+)
+
+
+def _time_stages(proxy_app: Any) -> dict[str, list[float]]:
+    """Wrap the proxy's steps with timers (about a microsecond each); the seconds of each, per call.
+
+    A step an older tree does not have (``--baseline``) is left out."""
+    from toolbudget import session as session_module
+    from toolbudget import sessions as sessions_module
+
+    stages: dict[str, list[float]] = {name: [] for name, _ in STAGES}
+
+    def timed(spent: list[float], fn: Callable[..., Any]) -> Callable[..., Any]:
+        def inner(*args: Any, **kwargs: Any) -> Any:
+            started = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                spent.append(time.perf_counter() - started)
+
+        return inner
+
+    def timed_async(spent: list[float], fn: Callable[..., Any]) -> Callable[..., Any]:
+        async def inner(*args: Any, **kwargs: Any) -> Any:
+            started = time.perf_counter()
+            try:
+                return await fn(*args, **kwargs)
+            finally:
+                spent.append(time.perf_counter() - started)
+
+        return inner
+
+    proxy = proxy_app.Proxy
+    read_body, bodies = proxy._read_body, set()
+
+    async def timed_read(*args: Any) -> Any:
+        started = time.perf_counter()
+        body = await read_body(*args)
+        stages["read"].append(time.perf_counter() - started)
+        bodies.add(id(body))
+        return body
+
+    def timed_loads(data: Any) -> Any:
+        if id(data) not in bodies:
+            return orjson.loads(data)  # an upstream's answer
+        bodies.discard(id(data))
+        started = time.perf_counter()
+        try:
+            return orjson.loads(data)
+        finally:
+            stages["parse"].append(time.perf_counter() - started)
+
+    proxy._read_body = timed_read
+    if hasattr(proxy, "_settled"):
+        proxy._settled = timed_async(stages["records"], proxy._settled)
+    proxy_app.orjson = SimpleNamespace(loads=timed_loads, JSONDecodeError=orjson.JSONDecodeError)
+    proxy_app.dumps = timed(stages["write"], proxy_app.dumps)
+    pool = sessions_module.Sessions
+    pool.for_request = timed(stages["session"], pool.for_request)  # type: ignore[method-assign]
+    one = session_module.Session
+    one.manage = timed(stages["manage"], one.manage)  # type: ignore[method-assign]
+    return stages
+
+
+def _print_stages(name: str, stages: dict[str, dict[str, list[float]]]) -> None:
+    for kind, spent in stages.items():
+        parts = [f"{label} {pct(spent[key], 0.5):.2f}" for key, label in STAGES if spent.get(key)]
+        print(f"{name}: its steps, {kind}, p50 ms: " + ", ".join(parts))
+
+
+def manage_growing(
+    requests: list[bytes], clients: int, store: str = "memory:", timed: bool = False
+) -> list[float]:
     """``parse + manage + write`` of each request, in this process, one session per client as the
-    proxy keeps them: the same work the proxy does before its upstream call, without HTTP."""
+    proxy keeps them: the same work the proxy does before its upstream call, without HTTP.
+
+    ``timed`` tells each request's arrival and leaves its records for later, as the proxy does;
+    they are written outside the time, as the proxy writes them while the upstream answers."""
     from toolbudget import Policy, Sessions
 
     times = []
-    with Sessions(store="memory:", policy=Policy()) as pool:
+    with Sessions(store=store, policy=Policy(), write_later=timed) as pool:
         for index in range(clients):
             headers = {"x-claude-code-session-id": f"inproc-{index}"}
             for data in requests:
@@ -598,10 +699,12 @@ def manage_growing(requests: list[bytes], clients: int) -> list[float]:
                 started = time.perf_counter()
                 parsed = orjson.loads(data)
                 session = pool.for_request(parsed, api="anthropic", headers=headers)
-                managed = session.manage(parsed, "anthropic")
+                managed = session.manage(parsed, "anthropic", now=time.time() if timed else None)
                 if managed.body is not parsed:
                     orjson.dumps(managed.body)
                 times.append(time.perf_counter() - started)
+                if timed:
+                    session.write_now()
     return times
 
 
@@ -648,17 +751,21 @@ def agents(args: argparse.Namespace) -> None:
         f"{os.cpu_count()} cores; sessions "
         + ("derived from the conversation (no session header)" if args.derived else "named by a header")
     )
+    if args.upstream_ms:
+        print(f"the upstream answers after {args.upstream_ms:g} ms, as a provider would")
     timed = [("proxy", None)] + ([("baseline", args.baseline)] if args.baseline else [])
     if args.baseline:
         print(f"baseline: the proxy of the tree at {args.baseline}, run beside this one")
     up_port = free_port()
     ports = {name: free_port() for name, _ in timed}
     own: dict[str, dict[str, list[float]]] = {name: {} for name, _ in timed}
+    steps: dict[str, dict[str, dict[str, list[float]]]] = {name: {} for name, _ in timed}
     cpu: dict[str, dict[str, float]] = {name: {} for name, _ in timed}
     kinds = [("whole", False, "/v1/messages"), ("stream", True, "/v1/messages")]
     if args.count:
         kinds.append(("count", False, "/v1/messages/count_tokens"))
-    with process(__file__, "_upstream", str(up_port)), contextlib.ExitStack() as stack:
+    delay = str(args.upstream_ms / 1000)
+    with process(__file__, "_upstream", str(up_port), delay), contextlib.ExitStack() as stack:
         wait_for(up_port)
         upstream = f"http://127.0.0.1:{up_port}"
         children = {}
@@ -689,6 +796,7 @@ def agents(args: argparse.Namespace) -> None:
                 )
                 if name in children:
                     _bench_get(url, "/_bench/times")
+                    _bench_get(url, "/_bench/stages")
                     cpu_before = _cpu_seconds(children[name].pid)
                 rows[name] = asyncio.run(
                     replay(url, requests, args.clients, stream, args.rounds, derived=args.derived, path=path)
@@ -697,6 +805,7 @@ def agents(args: argparse.Namespace) -> None:
                     cpu[name][kind] = _cpu_seconds(children[name].pid) - cpu_before
                     times = orjson.loads(_bench_get(url, "/_bench/times"))
                     own[name][kind] = [total - wait for total, wait in times]
+                    steps[name][kind] = orjson.loads(_bench_get(url, "/_bench/stages"))
             _report(rows, stream, len(requests), args.clients, "count_tokens" if kind == "count" else None)
         if args.profile:
             _bench_get(urls["proxy"], "/_bench/profile")
@@ -713,10 +822,17 @@ def agents(args: argparse.Namespace) -> None:
                 for k, mine in own[name].items()
             )
         )
+        _print_stages(name, steps[name])
     managed = manage_growing(requests, args.clients)
     print(
         f"parse + manage + write in one process: p50 {pct(managed, 0.5):.2f} ms, "
         f"p99 {pct(managed, 0.99):.2f} ms"
+    )
+    with tempfile.TemporaryDirectory(prefix="toolbudget-agents-") as scratch:
+        alike = manage_growing(requests, args.clients, f"dir:{scratch}", timed=True)
+    print(
+        "the same on a dir: store, told each arrival as the proxy is (its records written later): "
+        f"p50 {pct(alike, 0.5):.2f} ms, p99 {pct(alike, 0.99):.2f} ms"
     )
     floor = floor_of(requests[-1]) * 1000
     print(f"parse + write alone of the largest body ({sizes[-1] / 1000:.0f} KB): {floor:.2f} ms")
@@ -936,7 +1052,7 @@ def _gauges(text: str) -> dict[str, float]:
 
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "_upstream":
-        serve_upstream(int(sys.argv[2]))
+        serve_upstream(int(sys.argv[2]), float(sys.argv[3]) if len(sys.argv) > 3 else 0.0)
         return
     if len(sys.argv) > 1 and sys.argv[1] == "_aiohttp":
         serve_aiohttp_forwarder(int(sys.argv[2]), sys.argv[3])
@@ -981,6 +1097,12 @@ def main() -> None:
     )
     replaying.add_argument(
         "--count", action="store_true", help="also replay the requests to /v1/messages/count_tokens"
+    )
+    replaying.add_argument(
+        "--upstream-ms",
+        type=float,
+        default=0.0,
+        help="the upstream answers after this many ms, as a provider would (default: at once)",
     )
     replaying.add_argument(
         "--manage",

@@ -30,7 +30,6 @@ import math
 import threading
 import weakref
 from collections.abc import Callable, Iterator, Mapping
-from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -636,8 +635,9 @@ class Session:
         self.token_counter = token_counter
         self._keys_this_call: list[str] = []
         self.write_later = write_later
-        """Whether writes no marker names go to the store after the call returns (:attr:`pending_write`)."""
-        self._later: Future[None] | None = None
+        """Whether writes no marker names wait for :meth:`write_now` or the next call."""
+        self._later: Callable[[], None] | None = None
+        self._later_lock = threading.Lock()
         self._closed = False
         self._caches: dict[str, wire.EntryCache] = {}
         self._primed: dict[int, _Primed] = {}
@@ -782,25 +782,31 @@ class Session:
     # --- writes after the call -----------------------------------------------------------
 
     @property
-    def pending_write(self) -> Future[None] | None:
-        """The store writes of this session's last call still under way, or ``None``.
+    def writes_pending(self) -> bool:
+        """Whether the last call left records for :meth:`write_now` (``write_later=True``)."""
+        return self._later is not None
+
+    def write_now(self) -> None:
+        """Write the records the last call left for later, here and now; never raises.
 
         With ``write_later=True`` a call returns before the records that no
         marker names are in the store: its arrival, its schedule's decision,
         the records of the previews it made (what another process reads to
         decide alike and not make them again). Every original a marker names
-        is in the store before the call returns, as always. This session's
-        own next call waits for them first; a caller whose next request may
-        reach another process (a proxy's replicas) waits for this future
-        before answering, which it can do while the provider answers. It
-        never raises: a write that failed is logged, as one made in the call.
+        is in the store before the call returns, as always. A shell writes
+        them while the provider answers (the proxy does), and before it
+        answers its own caller when the next request may reach another
+        process; this session's own next call writes them first otherwise.
+        A write that fails is logged, as one made in the call would be.
         """
-        later = self._later
-        return later if later is not None and not later.done() else None
+        with self._later_lock:
+            job, self._later = self._later, None
+            if job is not None:
+                job()
 
     def _writes_later(self, store: Store) -> bool:
-        """Whether this request's records may follow it: asked for, and a store whose check of
-        the markers' keys is made here (a memory store writes as fast as it would queue)."""
+        """Whether this request's records may wait: asked for, and a store whose check of the
+        markers' keys is made here (a memory store writes as fast as it would queue)."""
         return self.write_later and not isinstance(store, MemoryStore) and store.checks_inline(self.id)
 
     def _write_later(
@@ -810,7 +816,7 @@ class Session:
         record: Mapping[str, bytes] | None,
         rider: Callable[[], dict[str, bytes]] | None,
     ) -> None:
-        """Queue the request's records on the store's worker, behind the writes of earlier calls."""
+        """Keep the request's records for :meth:`write_now`, made from what they hold now."""
         session_id = self.id
 
         def write() -> None:
@@ -818,26 +824,14 @@ class Session:
             items.update(record or {})
             for key, data in (rider() if rider is not None else {}).items():
                 items.setdefault(key, data)
+            # Within a bound of its own, on the caller's thread, as this store's check is made.
+            deadline = Deadline(self.policy.store_timeout)
             try:
-                store.put_many(session_id, items)
+                self._guard_of(store).call_here(deadline, store.put_many, session_id, items)
             except StoreError as exc:
                 self._store_failed(exc)  # a record not kept is made again; nothing promised it
 
-        self._later = self._guard_of(store).later(write)
-
-    def _settle(self) -> None:
-        """Wait, within the call's bound, for the writes an earlier call left under way."""
-        later, self._later = self._later, None
-        guard = self._lease.guard
-        if later is None or guard is None:
-            return  # a guard is only ever dropped with the store, when nothing is left to wait for
-        try:
-            guard.wait(self._deadline or Deadline(self.policy.store_timeout), later)
-        except StoreError as exc:
-            self._store_failed(exc)
-        except Exception as exc:
-            # It failed after its call returned: logged, as a failed write in the call would be.
-            _log.warning("toolbudget: a write to the store failed: %s", exc)
+        self._later = write
 
     @property
     def archive(self) -> _SessionArchive:
@@ -926,7 +920,7 @@ class Session:
                 local.deadline = Deadline(self.policy.store_timeout)
             try:
                 if self._later is not None:
-                    self._settle()
+                    self.write_now()
                 if now is None:
                     return self._manage(body, api)
                 with self._arriving(now):
@@ -1018,7 +1012,7 @@ class Session:
     def manage_request(self, request: Request, *, now: float | None = None) -> tuple[Request, Report]:
         """The same pipeline on a parsed request (``now`` as for :meth:`manage`)."""
         with self._lock, self._request_time(), self._arriving(now):
-            self._settle()
+            self.write_now()
             self._bind(request)
             self._prefix = None  # what a body's next request resumes from is a body's
             return self._pipeline(request)
@@ -1066,7 +1060,7 @@ class Session:
         with self._lock, self._request_time():
             if self._id is None:
                 raise InputError("cut_result needs the session's id: give one, or manage a request first")
-            self._settle()
+            self.write_now()
             self._hold()
             self._keys_this_call = []
             archive = self.archive
@@ -1483,8 +1477,7 @@ class Session:
             return
         self._closed = True
         with self._lock:
-            if self._later is not None:
-                self._settle()
+            self.write_now()
             self._release()
 
     def __enter__(self) -> Session:

@@ -229,8 +229,8 @@ class Sessions:
 
     ``store`` and ``policy`` are every session's (the store is opened once and
     shared); ``token_counter`` and ``write_later`` likewise (a shell that
-    waits for :attr:`Session.pending_write` before it answers sets it). Use it
-    as a context manager, or call :meth:`close`. ``clock`` is for tests.
+    calls :meth:`Session.write_now` while the provider answers sets it). Use
+    it as a context manager, or call :meth:`close`. ``clock`` is for tests.
     """
 
     def __init__(
@@ -257,7 +257,7 @@ class Sessions:
         self.max_held_bytes = max_held_bytes
         self.token_counter = token_counter
         self.write_later = write_later
-        """Each session's ``write_later`` (:attr:`Session.pending_write`)."""
+        """Each session's ``write_later`` (:meth:`Session.write_now`)."""
         self._clock = clock
         self._lock = threading.Lock()
         self._live: OrderedDict[str, tuple[Session, float]] = OrderedDict()

@@ -31,7 +31,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -213,6 +213,7 @@ class Proxy:
         out_headers = forwarded(request.headers.items(), drop=("content-encoding", "accept-encoding"))
         url = upstream_url(self.config.upstream(route.family), request.path_qs)
         timing: dict[str, float] = {}
+        writing: list[asyncio.Future[None]] = []
 
         async def send(sent: Any) -> Any:
             if "manage" not in timing:
@@ -220,6 +221,9 @@ class Proxy:
                 self.metrics.manage_seconds.observe(timing["manage"])
             # Unchanged by the flow: the client's own bytes go upstream, not a re-serialisation.
             data = body if sent is given else dumps(sent)
+            if session.writes_pending:
+                # The session's records are written while the upstream answers (see _settled).
+                writing.append(asyncio.ensure_future(self._write_now(session)))
             return await self._send(url, out_headers, data, stream=stream)
 
         outcome: Outcome | None = None
@@ -240,25 +244,30 @@ class Proxy:
             return self._done(route, self._unreachable(route, exc), started)
         finally:
             if outcome is None or not stream:
-                await self._settled(session)  # a stream's wait is taken in _stream_back
+                await self._settled(session, writing)  # a stream's wait is taken in _stream_back
         self._count_call(call, outcome.report)
         if stream:
-            return await self._stream_back(request, route, outcome, started, session)
+            return await self._stream_back(request, route, outcome, started, session, writing)
         return self._done(route, self._whole_back(route, outcome), started, outcome.report)
 
-    async def _settled(self, session: Session) -> None:
-        """Wait until the session's records are in the store, before the client hears back.
+    async def _write_now(self, session: Session) -> None:
+        """The session's records written, where its managing runs (:class:`Offload`)."""
+        if self.offload is None:
+            session.write_now()
+        else:
+            await self.offload.run(session.write_now)
 
-        The session wrote them while the upstream answered (``write_later``):
-        the next request of the conversation, which may reach another replica,
-        comes only after this answer, so every replica then reads them. A
-        store slower than a request's bound is not waited for longer (its
-        records are made again; none is a promise).
+    async def _settled(self, session: Session, writing: Sequence[asyncio.Future[None]]) -> None:
+        """Make sure the session's records are in the store before the client hears back.
+
+        They are written while the upstream answers (``write_later``): the
+        next request of the conversation, which may reach another replica,
+        comes only after this answer, so every replica then reads them.
         """
-        later = session.pending_write
-        if later is not None:
-            # Waited for, never cancelled: a cancelled write would be dropped from the worker's queue.
-            await asyncio.wait({asyncio.wrap_future(later)}, timeout=self.policy.store_timeout)
+        for task in writing:
+            await task
+        if session.writes_pending:
+            await self._write_now(session)
 
     async def _send(self, url: str, headers: list[tuple[str, str]], data: bytes, *, stream: bool) -> Any:
         """Post one body upstream: a stream's open response, or the whole answer; an error status raises."""
@@ -277,7 +286,13 @@ class Proxy:
             raise
 
     async def _stream_back(
-        self, request: web.Request, route: Route, outcome: Outcome, started: float, session: Session
+        self,
+        request: web.Request,
+        route: Route,
+        outcome: Outcome,
+        started: float,
+        session: Session,
+        writing: list[asyncio.Future[None]],
     ) -> web.StreamResponse:
         upstream: ClientResponse = outcome.first
         assert route.api is not None
@@ -294,7 +309,7 @@ class Proxy:
                 async for chunk in upstream.content.iter_any():
                     if not written:
                         # Once a chunk is in hand: a reset that came meanwhile would lose what was read.
-                        await self._settled(session)
+                        await self._settled(session, writing)
                     tap.feed(chunk)
                     await answer.write(chunk)
                     written += len(chunk)
@@ -303,7 +318,7 @@ class Proxy:
                 self._reset(request, route, upstream.status, started, written, exc, outcome.report)
                 return answer
             if not written:
-                await self._settled(session)
+                await self._settled(session, writing)
             await answer.write_eof()
         finally:
             upstream.release()
@@ -328,7 +343,7 @@ class Proxy:
         return answer
 
     async def _count(
-        self, request: web.Request, route: Route, session: Any, given: Any, body: bytes, started: float
+        self, request: web.Request, route: Route, session: Session, given: Any, body: bytes, started: float
     ) -> web.StreamResponse:
         """Count the managed body upstream: the client sees what would really be sent, never an estimate."""
         try:
@@ -341,6 +356,7 @@ class Proxy:
         data = body if managed.body is given else dumps(managed.body)
         out_headers = forwarded(request.headers.items(), drop=("content-encoding", "accept-encoding"))
         url = upstream_url(self.config.upstream(route.family), request.path_qs)
+        writing = [asyncio.ensure_future(self._write_now(session))] if session.writes_pending else []
         try:
             answer = await self._send(url, out_headers, data, stream=False)
         except UpstreamError as exc:
@@ -348,7 +364,7 @@ class Proxy:
         except (ClientError, OSError) as exc:  # TimeoutError is an OSError
             return self._done(route, self._unreachable(route, exc), started)
         finally:
-            await self._settled(session)
+            await self._settled(session, writing)
         response = web.Response(status=answer.status, body=answer.body)
         _copy_headers(response, answer.headers)
         return self._done(route, response, started)

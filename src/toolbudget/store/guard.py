@@ -148,34 +148,10 @@ class StoreGuard:
     def call(self, deadline: Deadline, fn: Callable[..., T], *args: object) -> T:
         """``fn(*args)``, or :class:`StoreError` when it cannot finish within ``deadline``."""
         with self._lock:
-            self._admit(deadline)
-            future = self._submit(fn, *args)
-        return self.wait(deadline, future)
-
-    def later(self, fn: Callable[..., T], *args: object) -> Future[T] | None:
-        """``fn(*args)`` on the worker, not waited for: ``None`` when the store is being skipped.
-
-        For writes nothing promises yet (see ``Session.pending_write``): the
-        caller waits for the future, with :meth:`wait`, before anything may
-        depend on them. Calls run in order, so a later :meth:`call` sees them.
-        """
-        with self._lock:
-            if self._is_open():
-                return None
-            return self._submit(fn, *args)
-
-    def _submit(self, fn: Callable[..., T], *args: object) -> Future[T]:
-        """Give ``fn(*args)`` to the worker, starting one if none runs (called under the lock)."""
-        if self._worker is None:
-            self._worker = _Worker()
-        return self._worker.submit(fn, *args)
-
-    def wait(self, deadline: Deadline, future: Future[T]) -> T:
-        """The result of a call given to the worker, or :class:`StoreError` when it does not come
-        within ``deadline`` (the breaker then opens, as for a call that hangs)."""
-        left = deadline.left()
-        if left <= 0 and not future.done():
-            raise StoreError(f"the store {self.url} used up this request's time")
+            left = self._admit(deadline)
+            if self._worker is None:
+                self._worker = _Worker()
+            future = self._worker.submit(fn, *args)
         started = time.monotonic()
         try:
             return future.result(timeout=left)
