@@ -22,7 +22,7 @@ from toolbudget import to_request
 from toolbudget.model import Conversation, Message, Text, ToolCall, ToolResult
 from toolbudget.policy import Policy
 from toolbudget.session import Session
-from toolbudget.store import DirStore
+from toolbudget.store import DirStore, MemoryStore
 from toolbudget.store import guard as guard_module
 from toolbudget.store.dir import _filesystem_of
 
@@ -145,6 +145,27 @@ def test_a_check_made_here_that_overruns_the_bound_opens_the_breaker(
         managed = session.manage(requests[2], "anthropic")
         assert time.monotonic() - start < 0.5
         assert managed.report.store_fallbacks > 0 or not any(c.key for c in managed.report.cuts)
+
+
+def test_a_memory_store_is_never_taken_for_one_that_hangs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pause of the process during a memory store's check (a garbage collection of a large heap,
+    a busy machine) is no store hanging: nothing is skipped, every cut is kept."""
+    requests = bodies(7)
+    with Session("paused", store="memory:", policy=POLICY) as session:
+        session.manage(requests[0], "anthropic")
+        missing = MemoryStore.missing
+
+        def paused(self: MemoryStore, *args: Any) -> Any:
+            time.sleep(0.6)  # past the request's 0.5 s
+            return missing(self, *args)
+
+        monkeypatch.setattr(MemoryStore, "missing", paused)
+        for body in requests[1:]:
+            report = session.manage(body, "anthropic").report
+            assert report.store_fallbacks == 0
+            assert all(cut.key for cut in report.cuts)
+        guard = session._guard
+        assert guard is None or not guard.open
 
 
 def test_the_used_stamp_is_written_at_most_once_a_minute_by_checks(

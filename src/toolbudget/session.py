@@ -772,6 +772,10 @@ class Session:
 
     def _missing_here(self, store: Store, keys: list[str], sizes: Mapping[str, int] | None) -> set[str]:
         """:meth:`_missing` on this thread, for a store whose check cannot hang."""
+        if isinstance(store, MemoryStore):
+            # Never waited for: a pause of this process (a garbage collection, a busy machine)
+            # would otherwise pass for a store that hangs, and skip it.
+            return store.missing(self.id, keys, sizes)
         deadline = self._deadline or Deadline(self.policy.store_timeout)
         absent: set[str] = self._guard_of(store).call_here(deadline, store.missing, self.id, keys, sizes)
         return absent
