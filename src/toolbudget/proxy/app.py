@@ -292,7 +292,7 @@ class Proxy:
         outcome: Outcome,
         started: float,
         session: Session,
-        writing: list[asyncio.Future[None]],
+        writing: Sequence[asyncio.Future[None]],
     ) -> web.StreamResponse:
         upstream: ClientResponse = outcome.first
         assert route.api is not None
