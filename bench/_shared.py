@@ -22,7 +22,7 @@ import orjson
 REPO = Path(__file__).resolve().parents[1]
 # A benchmark's child process may run another tree's toolbudget beside this one (``--baseline``):
 # it names that tree here, since this path comes before PYTHONPATH's.
-sys.path.insert(0, os.environ.get("BENCH_TOOLBUDGET_SRC") or str(REPO / "src"))
+sys.path.insert(0, os.environ.get("TB_BENCH_SRC") or str(REPO / "src"))
 
 from toolbudget import load_transcript  # noqa: E402
 from toolbudget.model import Conversation  # noqa: E402

@@ -216,7 +216,7 @@ def process(*args: str, src: str | None = None) -> Iterator[subprocess.Popen[byt
     env = {
         **os.environ,
         "PYTHONPATH": src or str(REPO / "src"),
-        "BENCH_TOOLBUDGET_SRC": src or str(REPO / "src"),
+        "TB_BENCH_SRC": src or str(REPO / "src"),
     }
     child = subprocess.Popen(
         [sys.executable, *args], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
