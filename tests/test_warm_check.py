@@ -124,19 +124,24 @@ def test_a_key_lost_between_warm_requests_is_kept_again(tmp_path: Path) -> None:
         assert Path(path).exists()
 
 
+def slow_check(monkeypatch: pytest.MonkeyPatch, store: type[DirStore] | type[MemoryStore]) -> None:
+    """Every key check of ``store`` takes 0.6 s, past the requests' 0.5 s bound."""
+    missing = store.missing
+
+    def slow(self: Any, *args: Any) -> Any:
+        time.sleep(0.6)
+        return missing(self, *args)
+
+    monkeypatch.setattr(store, "missing", slow)
+
+
 def test_a_check_made_here_that_overruns_the_bound_opens_the_breaker(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     requests = bodies(6)
     with Session("slow", store=f"dir:{tmp_path / 's'}", policy=POLICY) as session:
         session.manage(requests[0], "anthropic")
-        missing = DirStore.missing
-
-        def slow(self: DirStore, *args: Any) -> Any:
-            time.sleep(0.6)  # past the request's 0.5 s
-            return missing(self, *args)
-
-        monkeypatch.setattr(DirStore, "missing", slow)
+        slow_check(monkeypatch, DirStore)
         session.manage(requests[1], "anthropic")
         guard = session._guard
         assert guard is not None and guard.open
@@ -153,13 +158,7 @@ def test_a_memory_store_is_never_taken_for_one_that_hangs(monkeypatch: pytest.Mo
     requests = bodies(7)
     with Session("paused", store="memory:", policy=POLICY) as session:
         session.manage(requests[0], "anthropic")
-        missing = MemoryStore.missing
-
-        def paused(self: MemoryStore, *args: Any) -> Any:
-            time.sleep(0.6)  # past the request's 0.5 s
-            return missing(self, *args)
-
-        monkeypatch.setattr(MemoryStore, "missing", paused)
+        slow_check(monkeypatch, MemoryStore)
         for body in requests[1:]:
             report = session.manage(body, "anthropic").report
             assert report.store_fallbacks == 0
