@@ -73,11 +73,10 @@ def run(
     times: list[float],
     *,
     later: bool,
-    policy: Policy | None = None,
 ) -> tuple[list[dict[str, Any]], int]:
-    """The managed bodies, and how many calls returned with writes still under way."""
+    """The managed bodies, and how many calls returned with records left for later."""
     out, deferred = [], 0
-    with Session("idle", store=store, policy=policy or Policy(), write_later=later) as session:
+    with Session("idle", store=store, policy=Policy(), write_later=later) as session:
         for body, now in zip(bodies, times, strict=True):
             out.append(session.manage(body, "anthropic", now=now).body)
             deferred += session.writes_pending

@@ -763,8 +763,6 @@ class Session:
         (:meth:`Store.checks_inline`): the trip to the worker and back cost
         more than the check, on every request that names a key.
         """
-        if isinstance(store, MemoryStore):
-            return store.missing(self.id, keys, sizes)
         if store.checks_inline(self.id):
             return self._missing_here(store, keys, sizes)
         found: set[str] = self._store_call(store.missing, self.id, keys, sizes)
