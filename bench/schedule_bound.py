@@ -34,6 +34,7 @@ import itertools
 import sys
 from collections.abc import Sequence
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -281,8 +282,10 @@ def main() -> None:
     print()
     for key, value in summary.items():
         print(f"{key:<64} {value}")
-    with open(args.out, "wb") as fh:
-        fh.write(orjson.dumps({"summary": summary, "sessions": rows}, option=orjson.OPT_INDENT_2))
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_bytes(orjson.dumps({"summary": summary, "sessions": rows}, option=orjson.OPT_INDENT_2))
+    print(f"wrote {out}")
 
 
 if __name__ == "__main__":
