@@ -261,6 +261,41 @@ def test_events_and_folds_in_a_long_session_give_the_bytes_of_a_fresh_session(
     assert 20 < counted.fast < 60
 
 
+def test_an_event_on_a_history_known_valid_is_not_checked_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A compaction event runs the whole budget, but a history that appended validly to a valid
+    one needs no second pairing check; one that needs a repair still gets it."""
+    from toolbudget import session as session_module
+
+    checked: list[int] = []
+    repair_traced = session_module.repair_traced
+
+    def counting(request: Any) -> Any:
+        checked.append(len(request.messages))
+        return repair_traced(request)
+
+    monkeypatch.setattr(session_module, "repair_traced", counting)
+    policy = Policy(context_window_tokens=8_000)
+    history = _history(30, 3_000)
+    events = 0
+    with Session("inc", store="memory:", policy=policy) as session:
+        for turns in range(1, 31):
+            body = orjson.loads(orjson.dumps(_body(history[: 1 + 2 * turns])))
+            managed = session.manage(body, "anthropic")
+            events += managed.report.compaction_event
+            if turns % 10 == 0:
+                mine = len(checked)
+                assert orjson.dumps(managed.body) == _from_scratch(body, policy), turns
+                del checked[mine:]  # the fresh session's own check
+        assert events >= 3
+        assert checked == [3]  # the first request alone: every later one appended validly
+        # A result answering no call: the whole check runs, and repairs it.
+        stray = {"type": "tool_result", "tool_use_id": "call_nobody", "content": "late"}
+        bad = [*history, {"role": "assistant", "content": "ok"}, {"role": "user", "content": [stray]}]
+        repaired = session.manage(orjson.loads(orjson.dumps(_body(bad))), "anthropic")
+        assert checked[1:] == [len(bad)]
+        assert repaired.report.repairs
+
+
 @pytest.mark.parametrize("big", [False, True])
 def test_bodies_given_as_bytes_get_the_bytes_of_the_whole_pipeline(
     monkeypatch: pytest.MonkeyPatch, big: bool

@@ -11,6 +11,7 @@ rough categories.
 from __future__ import annotations
 
 import hashlib
+import importlib
 import json
 import os
 import re
@@ -817,6 +818,30 @@ def test_detection_reads_a_bounded_sample() -> None:
     middle = len(big) // 2
     damaged = big[: middle - 1000] + "\x00{not python at all}" * 50 + big[middle + 1000 :]
     assert detect(damaged) == "python"
+
+
+def test_a_blank_output_is_text_whatever_the_call_hints() -> None:
+    assert detect("\n  \n", path="src/app.py") == "text"
+    assert detect("   ", report=True) == "text"
+    assert detect(SAMPLES["markdown"], path="notes.py") == "python"  # a hint still counts where there is text
+
+
+def test_a_result_detected_again_at_each_level_runs_the_rules_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    detect_module = importlib.import_module("toolbudget.previews.detect")
+    detect_module._sampled.cache_clear()
+    runs: list[int] = []
+    content = detect_module._content
+
+    def counting(head: str, tail: str, lines: list[str]) -> str:
+        runs.append(len(lines))
+        return content(head, tail, lines)
+
+    monkeypatch.setattr(detect_module, "_content", counting)
+    text = SAMPLES["pytest"] * 40  # longer than the sample: a head and a tail
+    # Its cap's preview, compaction's, then its summary with the call's hints.
+    assert detect(text) == detect(text) == detect(text, path=None, report=False) == "pytest"
+    assert detect(text + "one more line\n") == "pytest"  # another tail: the rules run again
+    assert len(runs) == 2
 
 
 def test_every_label_has_a_strategy() -> None:

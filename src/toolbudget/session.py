@@ -643,8 +643,9 @@ class Session:
         self._primed: dict[int, _Primed] = {}
         self._last: _Last | None = None
         self._prefix: Prefix | None = None
-        self._hint: tuple[Request, bytes, list[int]] | None = None
-        """A request :meth:`_extend` parsed but could not finish: its history's text and sizes."""
+        self._hint: tuple[Request, bytes, list[int], bool] | None = None
+        """A request :meth:`_extend` parsed but could not finish: its history's text and sizes, and
+        whether it is known valid (it appends validly to a valid history)."""
         self._schedule = Schedule()
         self._windows: tuple[Policy, str | None, int] | None = None
         self._schedule.record = StoreRecord(self._key_for, self._read_record)
@@ -1225,11 +1226,13 @@ class Session:
             return None, None
         request = set_origin(replace(prefix.request, messages=(*prefix.request.messages, *new)), api, parsed)
         managed = None
-        if self.token_counter is None and appends_validly(request, start, prefix.calls):
+        valid = appends_validly(request, start, prefix.calls)
+        if self.token_counter is None and valid:
             managed = self._extended(body, parsed, request, prefix, text, head)
         if managed is None:
-            # The whole pipeline runs on it, without measuring the earlier messages again.
-            self._hint = (request, text, [*prefix.sizes, *(message_chars(m) for m in new)])
+            # The whole pipeline runs on it, without measuring the earlier messages again, nor
+            # checking again the pairing of a history known valid (a compaction event's).
+            self._hint = (request, text, [*prefix.sizes, *(message_chars(m) for m in new)], valid)
         return managed, request
 
     def _extended(
@@ -1327,8 +1330,14 @@ class Session:
         (with their texts) its markers name and each message's size, for :meth:`_prefix_of`, and
         what :attr:`Managed.origins` is worked out from."""
         self._keys_this_call = []
-        repaired, repairs, valid, origins = repair_traced(request)
         hint = self._hint
+        repaired: Request
+        repairs: tuple[Repair, ...]
+        origins: tuple[int | None, ...] | None
+        if hint is not None and hint[0] is request and hint[3]:
+            repaired, repairs, valid, origins = request, (), True, None  # what the check would say
+        else:
+            repaired, repairs, valid, origins = repair_traced(request)
         if hint is not None and hint[0] is request and repaired is request:
             sizes = hint[2]
         else:

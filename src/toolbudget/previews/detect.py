@@ -29,6 +29,7 @@ Each label maps to one preview strategy (:data:`STRATEGY`).
 
 from __future__ import annotations
 
+import functools
 import itertools
 import re
 from collections import Counter
@@ -118,17 +119,22 @@ def _body(text: str) -> tuple[int, int]:
     return start, max(start, end)
 
 
-def _sample(text: str) -> tuple[str, str, list[str]]:
-    """The head, the tail (empty when the head is everything) and the non-blank sample lines."""
+def _sample(text: str) -> tuple[str, str]:
+    """The head and the tail (empty when the head is everything)."""
     start, end = _body(text)
     head = text[start : min(end, start + _HEAD)]
     tail = text[max(start + _HEAD, end - _TAIL) : end] if end - start > _HEAD else ""
+    return head, tail
+
+
+def _lines(head: str, tail: str) -> list[str]:
+    """The non-blank sample lines of a head and tail from :func:`_sample`."""
     head_lines = head.split("\n")
-    if end - start > _HEAD and len(head_lines) > 1:
-        head_lines = head_lines[:-1]  # the last line of the head is cut
+    if tail and len(head_lines) > 1:
+        head_lines = head_lines[:-1]  # the last line of the head is cut (there is more after it)
     tail_lines = tail.split("\n")[1:] if tail else []
     lines = [ln.rstrip("\r") for ln in head_lines[:_MAX_LINES] + tail_lines[-_MAX_LINES // 3 :]]
-    return head, tail, [ln for ln in lines if ln.strip()]
+    return [ln for ln in lines if ln.strip()]
 
 
 def _share(lines: list[str], pattern: re.Pattern[str]) -> float:
@@ -482,10 +488,12 @@ def detect(text: str, *, path: str | None = None, report: bool = False) -> str:
     plain read of one file; ``report`` says the output is a sub-agent's
     report. Both are hints from the call: see the module docstring.
     """
-    head, tail, lines = _sample(text)
-    if not lines or _TOOL_USE_ERROR.match(text):
+    head, tail = _sample(text)
+    if _TOOL_USE_ERROR.match(text):
         return "text"
-    kind = _content(head, tail, lines)
+    kind = _sampled(head, tail)
+    if not kind:
+        return "text"  # blank: whatever the call's hints say
     if report and kind != "json":
         return "markdown" if _markdown_score(head, tail)[1] >= 4 else "text"
     if path is not None and kind in _GUESSES:
@@ -493,6 +501,19 @@ def detect(text: str, *, path: str | None = None, report: bool = False) -> str:
         extension = name.rsplit(".", 1)[-1].lower() if "." in name.strip(".") else ""
         return _EXTENSIONS.get(extension, kind)
     return kind
+
+
+@functools.lru_cache(maxsize=512)
+def _sampled(head: str, tail: str) -> str:
+    """The kind a sample shows, remembered for the last samples seen.
+
+    One result is detected again at each level it reaches (its cap's preview,
+    compaction's preview, its one-line summary), and the rules take about a
+    millisecond on a sample; the sample is at most 6 KB, so the memo stays
+    small whatever the results' sizes. Empty when the sample has no line but blanks.
+    """
+    lines = _lines(head, tail)
+    return _content(head, tail, lines) if lines else ""
 
 
 def _markdown_score(head: str, tail: str) -> tuple[int, int]:
