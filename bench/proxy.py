@@ -53,6 +53,9 @@ Two measurements, each against a fast local upstream in its own process:
     ``agents`` as growing requests instead, a new session each time through,
     so sessions are made, cut into the store and dropped all along.
 
+Every command writes what it printed as JSON too, to ``--out`` (by default
+``bench/results/proxy-COMMAND.json``).
+
 The machine is shared: read ratios taken in one run, not absolute numbers.
 """
 
@@ -276,6 +279,18 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))] * 1000
 
 
+RESULT: dict[str, Any] = {}
+"""What the run measured, written to ``--out`` as JSON at the end (every figure it prints)."""
+
+
+def _leg(totals: list[float], firsts: list[float], errors: int, stream: bool) -> dict[str, float]:
+    """One leg's figures, ms: latency p50 and p99, and for streams the time to the first byte."""
+    row = {"p50": pct(totals, 0.5), "p99": pct(totals, 0.99), "errors": errors}
+    if stream:
+        row |= {"ttfb_p50": pct(firsts, 0.5), "ttfb_p99": pct(firsts, 0.99)}
+    return row
+
+
 def real_bodies(clients: int, target: int = 500_000) -> list[dict[str, Any]]:
     """``clients`` Anthropic bodies of about ``target`` bytes, each a prefix of a real conversation."""
     from toolbudget.convert import to_request
@@ -363,6 +378,7 @@ def stack(args: argparse.Namespace) -> None:
                 if context is not None:
                     context.__exit__(None, None, None)
     direct = results["direct"]
+    RESULT.update(clients=args.clients, requests=args.requests, legs=results)
     print(f"{args.clients} concurrent clients, {args.requests} requests each; ms")
     for name, row in results.items():
         shown = "  ".join(
@@ -428,6 +444,10 @@ def overhead(args: argparse.Namespace) -> None:
                     )
                     rows[name] = (totals, firsts, errors)
                 kind = "streaming" if stream else "non-streaming"
+                RESULT.setdefault("legs", {})[kind] = {
+                    name: _leg(totals, firsts, errors, stream)
+                    for name, (totals, firsts, errors) in rows.items()
+                }
                 print(f"{kind}: {args.clients} clients x {args.requests} requests; ms")
                 for name, (totals, firsts, errors) in rows.items():
                     line = f"  {name:13s} p50 {pct(totals, 0.5):8.2f}  p99 {pct(totals, 0.99):8.2f}"
@@ -435,6 +455,12 @@ def overhead(args: argparse.Namespace) -> None:
                         line += f"  ttfb p50 {pct(firsts, 0.5):8.2f}  p99 {pct(firsts, 0.99):8.2f}"
                     print(line + f"  errors {errors}")
     managed = manage_times(bodies, args.requests)
+    RESULT.update(
+        clients=args.clients,
+        requests=args.requests,
+        body_kb_median=statistics.median(sizes) / 1000,
+        manage_in_process={"p50": pct(managed, 0.5), "p99": pct(managed, 0.99)},
+    )
     print(f"parse + manage + write alone: p50 {pct(managed, 0.5):.2f} ms, p99 {pct(managed, 0.99):.2f} ms")
 
 
@@ -810,7 +836,23 @@ def agents(args: argparse.Namespace) -> None:
         if args.profile:
             _bench_get(urls["proxy"], "/_bench/profile")
     served = len(requests) * args.clients * args.rounds
+    RESULT.update(
+        trajectory=label,
+        clients=args.clients,
+        requests_per_client=len(requests),
+        rounds=args.rounds,
+        upstream_ms=args.upstream_ms,
+        request_kb=[sizes[0] / 1000, statistics.median(sizes) / 1000, sizes[-1] / 1000],
+    )
     for name in children:
+        RESULT.setdefault("inside", {})[name] = {
+            "cpu_ms_per_request": {k: t / served * 1000 for k, t in cpu[name].items()},
+            "own_ms": {k: {"p50": pct(m, 0.5), "p99": pct(m, 0.99)} for k, m in own[name].items()},
+            "steps_p50_ms": {
+                k: {step: pct(spent, 0.5) for step, spent in by_step.items() if spent}
+                for k, by_step in steps[name].items()
+            },
+        }
         print(
             f"{name}: CPU time of its process per request (all its threads; steadier than wall time on a "
             "busy machine): " + ", ".join(f"{k} {t / served * 1000:.2f} ms" for k, t in cpu[name].items())
@@ -837,6 +879,13 @@ def agents(args: argparse.Namespace) -> None:
     floor = floor_of(requests[-1]) * 1000
     print(f"parse + write alone of the largest body ({sizes[-1] / 1000:.0f} KB): {floor:.2f} ms")
     whole, head = id_costs(requests)
+    RESULT["in_process_ms"] = {
+        "parse_manage_write": {"p50": pct(managed, 0.5), "p99": pct(managed, 0.99)},
+        "same_on_dir_store_timed": {"p50": pct(alike, 0.5), "p99": pct(alike, 0.99)},
+        "parse_write_largest_body": floor,
+        "derived_id_whole_body_p50": pct(whole, 0.5),
+        "derived_id_head_p50": pct(head, 0.5),
+    }
     print(
         f"a derived session id in one process: the whole body parsed p50 {pct(whole, 0.5):.3f} ms "
         f"p99 {pct(whole, 0.99):.3f} ms; its head alone p50 {pct(head, 0.5):.3f} ms "
@@ -913,6 +962,14 @@ def _report(
     kind = kind or ("streaming" if stream else "non-streaming")
     print(f"{kind}: {clients} clients x {turns} requests; ms")
     direct = rows["direct"]
+    legs = RESULT.setdefault("legs", {})[kind] = {}
+    for name, (totals, firsts, errors) in rows.items():
+        legs[name] = _leg(totals, firsts, errors, stream)
+        if not name.startswith("direct"):
+            legs[name]["added_p50"] = pct(totals, 0.5) - pct(direct[0], 0.5)
+            legs[name]["added_p99"] = pct(totals, 0.99) - pct(direct[0], 0.99)
+            if stream:
+                legs[name]["ttfb_growth_p50"] = pct(firsts, 0.5) - pct(direct[1], 0.5)
     for name, (totals, firsts, errors) in rows.items():
         line = f"  {name:13s} p50 {pct(totals, 0.5):8.2f}  p99 {pct(totals, 0.99):8.2f}"
         if stream:
@@ -1019,6 +1076,14 @@ def soak(args: argparse.Namespace) -> None:
     growth = (final[1] / warm[1] - 1) * 100
     print(f"RSS after warm-up {warm[1] / 1024:.1f} MB, at the end {final[1] / 1024:.1f} MB ({growth:+.1f} %)")
     print(f"open fds after warm-up {warm[2]}, at the end {final[2]}")
+    RESULT.update(
+        clients=args.clients,
+        seconds=took,
+        requests=done,
+        errors=errors,
+        rss_mb={"after_warm_up": warm[1] / 1024, "end": final[1] / 1024, "growth_percent": growth},
+        fds={"after_warm_up": warm[2], "end": final[2]},
+    )
     bound = ProxyConfig().max_held_bytes
     full = [at for at, pool in pools if pool.get("toolbudget_sessions_held_bytes", 0) >= 0.95 * bound]
     if full:
@@ -1123,8 +1188,16 @@ def main() -> None:
         action="store_true",
         help="each client replays the agents trajectory as growing requests, a new session each time",
     )
+    for command in sub.choices.values():
+        command.add_argument(
+            "--out", help="where the JSON result goes (default bench/results/proxy-COMMAND.json)"
+        )
     args = parser.parse_args()
     {"stack": stack, "overhead": overhead, "agents": agents, "soak": soak}[args.command](args)
+    out = Path(args.out or REPO / "bench" / "results" / f"proxy-{args.command}.json")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_bytes(orjson.dumps({"command": args.command, **RESULT}, option=orjson.OPT_INDENT_2))
+    print(f"wrote {out}")
 
 
 if __name__ == "__main__":
