@@ -7,7 +7,7 @@ dicts (the SSE ``data:`` JSON). Reported per API: the time per event, and how
 much longer four times the events take (4.0 is linear; text appended to a
 string in place would make it about 16).
 
-    python bench/fold.py [--deltas N] [--repeat N]
+    python bench/fold.py [--deltas N] [--repeat N] [--out bench/results/fold.json]
 """
 
 from __future__ import annotations
@@ -15,9 +15,12 @@ from __future__ import annotations
 import argparse
 import functools
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
-from _shared import timed
+import orjson
+
+from _shared import REPO, timed
 from toolbudget import wire
 from toolbudget.clients._observe import Tap
 
@@ -87,12 +90,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--deltas", type=int, default=40_000)
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--out", default=str(REPO / "bench" / "results" / "fold.json"))
     args = parser.parse_args()
+    rows = {}
     for api, make in STREAMS.items():
         small, large = make(args.deltas), make(4 * args.deltas)
         one = timed(functools.partial(fold, api, small), args.repeat)
         four = timed(functools.partial(fold, api, large), args.repeat)
         print(f"{api:17} {one / len(small) * 1e6:6.2f} us/event; 4x the events: {four / one:4.1f}x the time")
+        rows[api] = {"us_per_event": one / len(small) * 1e6, "four_times_the_events": four / one}
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_bytes(orjson.dumps({"deltas": args.deltas, "apis": rows}, option=orjson.OPT_INDENT_2))
+    print(f"wrote {out}")
 
 
 if __name__ == "__main__":

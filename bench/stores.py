@@ -14,7 +14,7 @@ one batch (``put_many``); both must fit well within ``Policy.store_timeout``
 ``dir`` writes without flushing each entry to the disk (the default: a killed
 process still leaves whole entries or none), ``dir-sync`` is ``dir:PATH?sync=1``.
 
-    python bench/stores.py [--redis redis://127.0.0.1:6379/15] [--repeat N]
+    python bench/stores.py [--redis redis://127.0.0.1:6379/15] [--repeat N] [--out bench/results/stores.json]
 
 The Redis backend is measured only when a server is named (its database is
 written to; use a spare one).
@@ -29,7 +29,11 @@ import tempfile
 import time
 from collections.abc import Callable
 from functools import partial
+from pathlib import Path
 
+import orjson
+
+from _shared import REPO
 from toolbudget.store import DirStore, RedisStore, SqliteStore, Store
 
 SIZES = (100, 300, 1000, 2000)
@@ -45,7 +49,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--redis", help="a Redis URL to measure too")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--out", default=str(REPO / "bench" / "results" / "stores.json"))
     args = parser.parse_args()
+    rows = []
     with tempfile.TemporaryDirectory() as tmp:
         stores: dict[str, Callable[[], Store]] = {
             "dir": lambda: DirStore(tempfile.mkdtemp(dir=tmp), sweep=False),
@@ -74,6 +80,14 @@ def main() -> None:
                 put, check = statistics.median(puts) * 1000, statistics.median(checks) * 1000
                 read, one = statistics.median(reads) * 1000, statistics.median(ones) * 1000
                 print(f"{name:8s} {size:7d} {put:12.1f} {check:11.2f} {read:12.1f} {one:11.3f}")
+                rows.append(
+                    {"store": name, "entries": size, "put_many_ms": put, "missing_ms": check}
+                    | {"get_many_ms": read, "one_put_ms": one}
+                )
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_bytes(orjson.dumps({"rows": rows}, option=orjson.OPT_INDENT_2))
+    print(f"wrote {out}")
 
 
 if __name__ == "__main__":
