@@ -264,10 +264,11 @@ def test_events_and_folds_in_a_long_session_give_the_bytes_of_a_fresh_session(
 def test_an_event_on_a_history_known_valid_is_not_checked_again(monkeypatch: pytest.MonkeyPatch) -> None:
     """A compaction event runs the whole budget, but a history that appended validly to a valid
     one needs no second pairing check; one that needs a repair still gets it."""
+    from toolbudget import pairing
     from toolbudget import session as session_module
 
     checked: list[int] = []
-    repair_traced = session_module.repair_traced
+    repair_traced = pairing.repair_traced
 
     def counting(request: Any) -> Any:
         checked.append(len(request.messages))

@@ -17,7 +17,7 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -830,7 +830,7 @@ def test_a_result_detected_again_at_each_level_runs_the_rules_once(monkeypatch: 
     detect_module = importlib.import_module("toolbudget.previews.detect")
     detect_module._sampled.cache_clear()
     runs: list[int] = []
-    content = detect_module._content
+    content: Callable[[str, str, list[str]], str] = detect_module._content
 
     def counting(head: str, tail: str, lines: list[str]) -> str:
         runs.append(len(lines))
