@@ -87,6 +87,19 @@ def test_a_port_in_use_is_one_line_and_status_2() -> None:
     assert "address already in use" in done.stderr
 
 
+def test_workers_that_cannot_listen_end_the_command_with_status_2() -> None:
+    # Each worker binds the port itself: when none can, the command must not end as if all went well.
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = toolbudget("proxy", "--port", str(port), "--store", "memory:", "--workers", "2", timeout=60)
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr
+    failed = [line for line in done.stderr.splitlines() if line.startswith("toolbudget: error: cannot serve")]
+    assert len(failed) == 2 and all("address already in use" in line for line in failed)
+
+
 def test_the_command_serves_the_proxy(tmp_path: Path) -> None:
     port = free_port()
     env = {**os.environ, "PYTHONPATH": str(SRC)}

@@ -940,7 +940,7 @@ def proxy(
 
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
     try:
-        serve(
+        status = serve(
             config,
             host,
             port,
@@ -951,6 +951,7 @@ def proxy(
         fail(str(exc))
     except OSError as exc:  # the port is taken, the host is not this machine's
         fail(f"cannot serve on {host}:{port}: {exc.strerror or exc}")
+    ctx.exit(status)
 
 
 @proxy.command()
