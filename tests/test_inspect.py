@@ -486,3 +486,26 @@ def test_the_html_report_renders_in_a_real_browser(trajectories: Path, tmp_path:
         assert bottom <= image.height, (view, "below the screenshot")
         # The plot area is drawn on: bars and lines, not an empty frame.
         assert image.share_not(background, (left, top, right, bottom)) > 0.06, view
+
+
+def test_the_schedule_charts_tick_only_whole_requests() -> None:
+    # A short session's quantitative request axis read 0.5, 1.5, ...: requests are counted.
+    from toolbudget.inspection_charts import chart
+
+    spec = chart(inspected(session_conversation(4))).to_dict()
+    found = []
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            x = node.get("encoding", {}).get("x") if isinstance(node.get("encoding"), dict) else None
+            if isinstance(x, dict) and x.get("field") == "request" and x.get("type") == "quantitative":
+                found.append(x.get("axis", {}))
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(spec)
+    assert len(found) == 6  # the line and the rewrite marks of three schedule charts
+    assert all(axis.get("tickMinStep") == 1 and axis.get("format") == "d" for axis in found), found

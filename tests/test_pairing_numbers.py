@@ -102,3 +102,12 @@ def test_with_literals_swaps_what_came_from_the_input_and_leaves_the_rest() -> N
     )
     assert swapped["plain"] is parsed["plain"]  # nothing to swap: the very object
     assert out["a"] is parsed["a"] and type(out["t"]) is float  # out itself is not changed
+
+
+def test_a_top_level_minus_zero_keeps_its_literal() -> None:
+    # The repaired body is a new object; its top-level fields are the caller's, -0 included.
+    raw = RAW.replace('"temperature":1E-1', '"temperature":1E-1,"seed":-0')
+    out = repair(raw, "anthropic").body
+    assert '"temperature":1E-1,"seed":-0,' in out
+    raw_dict_alone = '{"seed":-0,' + RAW[1:]
+    assert '{"seed":-0,"messages"' in repair(raw_dict_alone.encode(), "anthropic").body.decode()

@@ -117,6 +117,30 @@ def test_a_body_manage_leaves_alone_goes_upstream_as_the_clients_own_bytes(
     assert last(up).body == raw_chat
 
 
+def test_a_managed_body_keeps_every_number_the_client_wrote(proxy: RunningProxy, up: Any) -> None:
+    # The cut makes the proxy write the body again: an integer past 64 bits must not become a
+    # float, and literals orjson would spell otherwise keep their own text, as through the library.
+    raw = orjson.dumps(tool_history()).replace(
+        b'"an_unknown_field":{"kept":[1,2.5,"three"]}',
+        b'"an_unknown_field":{"kept":[123456789012345678901234567890,1.50,1E5,-0]}',
+    )
+    assert b"123456789012345678901234567890" in raw
+    answer = post(proxy, "/v1/messages", raw)
+    assert answer.status_code == 200
+    sent = last(up).body
+    assert len(sent) < len(raw) / 4  # the result was cut, so the body was written again
+    assert b'"an_unknown_field":{"kept":[123456789012345678901234567890,1.50,1E5,-0]}' in sent
+
+
+def test_a_body_that_is_not_utf8_is_refused_naming_the_byte(proxy: RunningProxy, up: Any) -> None:
+    raw = b'{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"a\xffb"}]}'
+    answer = post(proxy, "/v1/messages", raw)
+    assert answer.status_code == 400
+    message = answer.json()["error"]["message"]
+    assert "byte 0xff at offset 67" in message and "surrogate" not in message
+    assert up[0].received == []
+
+
 def test_a_big_result_is_cut_with_a_readable_path_and_every_other_field_travels_untouched(
     proxy: RunningProxy, up: Any
 ) -> None:

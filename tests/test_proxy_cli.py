@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -63,6 +64,40 @@ def test_a_bad_upstream_is_one_line_and_status_2() -> None:
     done = toolbudget("proxy", "--upstream", "ftp://nowhere")
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1 and done.stderr.startswith("toolbudget: error: --upstream")
+
+
+def test_a_store_url_that_names_no_store_is_one_line_and_status_2() -> None:
+    # The store is opened only once the server runs; a typo must not come out as a traceback.
+    done = toolbudget("proxy", "--port", str(free_port()), "--store", "bogus:", timeout=30)
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1 and done.stderr.startswith(
+        "toolbudget: error: unknown store 'bogus:'"
+    )
+
+
+def test_a_port_in_use_is_one_line_and_status_2() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = toolbudget("proxy", "--port", str(port), "--store", "memory:", timeout=30)
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1
+    assert done.stderr.startswith(f"toolbudget: error: cannot serve on 127.0.0.1:{port}: ")
+    assert "address already in use" in done.stderr
+
+
+def test_workers_that_cannot_listen_end_the_command_with_status_2() -> None:
+    # Each worker binds the port itself: when none can, the command must not end as if all went well.
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = toolbudget("proxy", "--port", str(port), "--store", "memory:", "--workers", "2", timeout=60)
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr
+    failed = [line for line in done.stderr.splitlines() if line.startswith("toolbudget: error: cannot serve")]
+    assert len(failed) == 2 and all("address already in use" in line for line in failed)
 
 
 def test_the_command_serves_the_proxy(tmp_path: Path) -> None:

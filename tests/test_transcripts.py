@@ -1161,3 +1161,22 @@ def test_discover_sessions_newest_first(tmp_path: Path, monkeypatch: pytest.Monk
         ".codex/sessions/2026/05/11/rollout-1.jsonl",
         ".claude/projects/-p/abc/subagents/agent-1.jsonl",
     ]
+
+
+def test_a_path_under_the_home_directory_may_start_with_a_tilde(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The README's own example reads "~/.claude/projects/...": the library must find it as a shell does.
+    monkeypatch.setenv("HOME", str(tmp_path))
+    project = tmp_path / ".claude" / "projects" / "p"
+    project.mkdir(parents=True)
+    lines = [
+        _claude("u1", None, "user", "go"),
+        _claude("a1", "u1", "assistant", _use("t1"), message_id="m1"),
+        _claude("r1", "a1", "user", _answer("t1")),
+    ]
+    _write_jsonl(project / "s.jsonl", lines)
+    transcript = load_transcript("~/.claude/projects/p/s.jsonl")
+    assert transcript.format == "claude-code-jsonl"
+    assert [m.role for m in transcript.conversations[0].messages] == ["user", "assistant", "tool"]
+    assert detect_format(Path("~/.claude/projects/p/s.jsonl")) == "claude-code-jsonl"

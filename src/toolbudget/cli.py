@@ -42,7 +42,7 @@ from .proxy.setup import AGENTS as PROXY_AGENTS
 from .proxy.setup import setup_lines
 from .recall import key_of, parse_query
 from .session import Session
-from .store import DirStore, open_store
+from .store import DirStore, check_store_url, open_store
 from .transcripts import Transcript, TranscriptWarning, load_transcript
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -923,21 +923,35 @@ def proxy(
     if absent:
         fail(f"the proxy needs {' and '.join(absent)}: pip install 'toolbudget[proxy]'")
     try:
+        policy = policy_from_file(config_file)
         config = ProxyConfig(
             upstreams=upstreams_of(
                 upstream, anthropic=anthropic_upstream, openai=openai_upstream, gemini=gemini_upstream
             ),
             store=store_url,
-            policy=policy_from_file(config_file),
+            policy=policy,
             report_headers=report_headers,
         )
+        # Each process opens the store once it serves: a URL that names none is said here, in one line.
+        check_store_url(store_url if store_url is not None else policy.store)
     except ToolbudgetError as exc:
         fail(str(exc))
     from .proxy.server import serve
 
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
-    click.echo(f"toolbudget proxy on http://{host}:{port}", err=True)
-    serve(config, host, port, workers)
+    try:
+        status = serve(
+            config,
+            host,
+            port,
+            workers,
+            announce=lambda: click.echo(f"toolbudget proxy on http://{host}:{port}", err=True),
+        )
+    except ToolbudgetError as exc:
+        fail(str(exc))
+    except OSError as exc:  # the port is taken, the host is not this machine's
+        fail(f"cannot serve on {host}:{port}: {exc.strerror or exc}")
+    ctx.exit(status)
 
 
 @proxy.command()

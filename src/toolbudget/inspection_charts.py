@@ -204,13 +204,15 @@ def _schedule_line(
     import altair as alt
 
     y_axis = alt.Axis(format=axis_format, title=title)
+    # Requests are counted: whole ticks only, or a short session's axis reads 0.5, 1.5, ...
+    request_axis = alt.Axis(tickMinStep=1, format="d")
     zoom = alt.selection_interval(name=f"zoom_{name}", bind="scales", encodings=["x"])
     pick = alt.selection_point(name=f"pick_{name}", fields=["schedule"], bind="legend")
     lines = (
         alt.Chart(alt.InlineData(values=_schedule_rows(inspection)), name=name)
         .mark_line(point=alt.OverlayMarkDef(size=18), strokeWidth=1.8)
         .encode(
-            x=alt.X("request:Q", title="request"),
+            x=alt.X("request:Q", title="request", axis=request_axis),
             y=alt.Y(f"{field}:Q", axis=y_axis),
             color=alt.Color(
                 "schedule:N",
@@ -239,7 +241,7 @@ def _schedule_line(
         alt.Chart(alt.InlineData(values=events))
         .mark_point(shape="triangle-down", size=90, filled=True, color="#54a24b", yOffset=-10)
         .encode(
-            x="request:Q",
+            x=alt.X("request:Q", axis=request_axis),
             y=alt.Y(f"{field}:Q", axis=y_axis),
             tooltip=[alt.Tooltip("request:Q"), alt.Tooltip("what:N")],
         )

@@ -333,8 +333,9 @@ def with_literals(out: Any, parsed: Any, exact: Any) -> Any:
     ``parsed`` that holds a kept literal is swapped for its twin in ``exact``,
     and every float read from a kept literal for that literal, wherever it
     sits in ``out``. ``out`` itself is not changed: containers on the way are
-    copied. (A ``-0`` sitting alone in a new object reads as ``0``: integers
-    are shared objects, so an integer cannot be told by where it came from.)
+    copied. (A ``-0`` sitting alone in a new object below the top level reads
+    as ``0``: integers are shared objects, so an integer cannot be told by
+    where it came from; the body's own top-level fields are told by name.)
     """
     twins: dict[int, Any] = {}
     floats: dict[int, ExactFloat] = {}
@@ -376,9 +377,28 @@ def with_literals(out: Any, parsed: Any, exact: Any) -> Any:
 
     try:
         pair(parsed, exact)
-        return swap(out)
+        swapped = swap(out)
     except RecursionError:  # nested past Python's stack: the numbers go out as they were read
         return out
+    return _top_level_ints(swapped, parsed, exact)
+
+
+def _top_level_ints(out: Any, parsed: Any, exact: Any) -> Any:
+    """``out`` with the body's own top-level fields that hold a kept integer (``-0``) in their literal.
+
+    An integer cannot be told by its object, but a top-level field is told by
+    its name: a managed or repaired body is always a new object, laid out field
+    for field from the caller's, so a field still holding the very number the
+    caller's held is the caller's field.
+    """
+    if not (isinstance(out, dict) and isinstance(parsed, dict) and isinstance(exact, dict)):
+        return out
+    kept = {
+        key: value
+        for key, value in exact.items()
+        if isinstance(value, ExactInt) and key in out and out[key] is parsed.get(key)
+    }
+    return {**out, **kept} if kept else out
 
 
 def in_order_of(given: Any, out: Body) -> Body:

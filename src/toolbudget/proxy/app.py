@@ -39,9 +39,9 @@ import orjson
 from aiohttp import ClientError, ClientResponse, ClientSession, ClientTimeout, TCPConnector, web
 
 from ..callreport import CallReport
-from ..errors import InputError, NotFoundError, RecoveryExhausted, StoreError, UpstreamError
+from ..errors import InputError, InvalidJSON, NotFoundError, RecoveryExhausted, StoreError, UpstreamError
 from ..flow import ManagedCall, Outcome, adrive, opaque
-from ..jsonio import dumps
+from ..jsonio import dumps, loads_exact, parse_exact, utf8_error, with_literals
 from ..model import Usage
 from ..policy import Policy
 from ..session import Report, Session
@@ -189,11 +189,9 @@ class Proxy:
         if isinstance(body, web.Response):
             return self._done(route, body, started)
         try:
-            parsed = orjson.loads(body)
-        except orjson.JSONDecodeError as exc:
-            return self._done(
-                route, _error(route.family, 400, f"the request body is not JSON: {exc}"), started
-            )
+            parsed = _read_json(body)
+        except InputError as exc:
+            return self._done(route, _error(route.family, 400, str(exc)), started)
         if not isinstance(parsed, dict):
             message = f"the request body must be a JSON object, not {type(parsed).__name__}"
             return self._done(route, _error(route.family, 400, message), started)
@@ -220,7 +218,7 @@ class Proxy:
                 timing["manage"] = time.perf_counter() - started
                 self.metrics.manage_seconds.observe(timing["manage"])
             # Unchanged by the flow: the client's own bytes go upstream, not a re-serialisation.
-            data = body if sent is given else dumps(sent)
+            data = body if sent is given else _written(sent, given, body)
             if session.writes_pending:
                 # The session's records are written while the upstream answers (see _settled).
                 writing.append(asyncio.ensure_future(self._write_now(session)))
@@ -353,7 +351,7 @@ class Proxy:
                 managed = await self.offload.run(session.manage, given, route.api)
         except InputError as exc:
             return self._done(route, _error(route.family, 400, str(exc)), started)
-        data = body if managed.body is given else dumps(managed.body)
+        data = body if managed.body is given else _written(managed.body, given, body)
         out_headers = forwarded(request.headers.items(), drop=("content-encoding", "accept-encoding"))
         url = upstream_url(self.config.upstream(route.family), request.path_qs)
         writing = [asyncio.ensure_future(self._write_now(session))] if session.writes_pending else []
@@ -556,6 +554,33 @@ class Proxy:
                 usage_cache_write=usage.cache_write,
             )
         _log.info(orjson.dumps(line).decode())
+
+
+def _read_json(body: bytes) -> Any:
+    """The request body read as JSON, every integer exact; ``InputError`` saying what is wrong.
+
+    orjson reads an integer past 64 bits as a float, which a managed body
+    would then send upstream as another number, and it calls any byte that is
+    not UTF-8 a surrogate at the first character; the library's readers keep
+    the integer and point at the byte.
+    """
+    try:
+        return parse_exact(body, orjson.loads(body))
+    except orjson.JSONDecodeError as exc:
+        raise utf8_error(body, "the request body") or InvalidJSON(
+            f"the request body is not JSON: {exc}"
+        ) from None
+
+
+def _written(sent: Any, given: Any, body: bytes) -> bytes:
+    """A body the flow changed, as JSON, with every number it kept from ``body`` in its own literal.
+
+    ``given`` is ``body`` as read; ``sent`` shares its untouched objects. A
+    number orjson would write another way (``1E5``, ``1.50``, more digits than
+    a double holds) travels as the client wrote it, as through the library.
+    """
+    exact = loads_exact(body, given)
+    return dumps(sent if exact is None else with_literals(sent, given, exact))
 
 
 def _read_answer(answer: Any) -> Mapping[str, Any] | None:

@@ -25,7 +25,7 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from aiohttp import web
@@ -42,7 +42,13 @@ def _runner(app: web.Application) -> web.AppRunner:
 
 
 async def _serve_forever(
-    app: web.Application, host: str, port: int, *, reuse_port: bool = False, parent: int | None = None
+    app: web.Application,
+    host: str,
+    port: int,
+    *,
+    reuse_port: bool = False,
+    parent: int | None = None,
+    announce: Callable[[], None] | None = None,
 ) -> None:
     # SIGTERM sets an event the loop waits on, rather than raising out of whatever
     # bytecode the signal lands in: a shutdown that begins between a lock's acquire
@@ -54,6 +60,8 @@ async def _serve_forever(
     await runner.setup()
     site = web.TCPSite(runner, host, port, backlog=1024, reuse_port=reuse_port or None)
     await site.start()
+    if announce is not None:
+        announce()
     try:
         # A worker also ends with the process that started it.
         while not stopping.is_set() and (parent is None or os.getppid() == parent):
@@ -64,22 +72,43 @@ async def _serve_forever(
         await runner.cleanup()
 
 
+WORKER_FAILED = 2
+"""The exit status of a worker that could not serve, and of ``serve`` when its workers all ended so."""
+
+
 def _stop(signum: int, frame: object) -> None:
     raise SystemExit(0)  # the parent of workers only waits on them; nothing of its own is mid-way
 
 
 def _worker(config: ProxyConfig, host: str, port: int, parent: int) -> None:
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
-    with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(_serve_forever(create_app(config), host, port, reuse_port=True, parent=parent))
+    try:
+        with contextlib.suppress(KeyboardInterrupt):
+            asyncio.run(_serve_forever(create_app(config), host, port, reuse_port=True, parent=parent))
+    except OSError as exc:  # the port is taken by a socket that does not share it, or the host is not ours
+        sys.stderr.write(f"toolbudget: error: cannot serve on {host}:{port}: {exc.strerror or exc}\n")
+        sys.exit(WORKER_FAILED)
 
 
-def serve(config: ProxyConfig, host: str = "127.0.0.1", port: int = 8787, workers: int = 1) -> None:
-    """Serve the proxy until interrupted (or sent SIGTERM), in ``workers`` processes."""
+def serve(
+    config: ProxyConfig,
+    host: str = "127.0.0.1",
+    port: int = 8787,
+    workers: int = 1,
+    *,
+    announce: Callable[[], None] | None = None,
+) -> int:
+    """Serve the proxy until interrupted (or sent SIGTERM), in ``workers`` processes.
+
+    ``announce`` is called once the one process listens (or once the workers
+    are started), so a port in use or a bad host is the only thing said. The
+    result is the exit status: 0, or :data:`WORKER_FAILED` when the workers
+    ended by themselves and one failed (each says why in one line).
+    """
     if workers <= 1:
         with contextlib.suppress(KeyboardInterrupt):
-            asyncio.run(_serve_forever(create_app(config), host, port))
-        return
+            asyncio.run(_serve_forever(create_app(config), host, port, announce=announce))
+        return 0
     signal.signal(signal.SIGTERM, _stop)
     # Forked before any thread or loop exists here, so each worker starts clean and nothing is pickled.
     context = multiprocessing.get_context("fork")
@@ -88,17 +117,21 @@ def serve(config: ProxyConfig, host: str = "127.0.0.1", port: int = 8787, worker
     ]
     for child in children:
         child.start()
+    if announce is not None:
+        announce()
     try:
         for child in children:
             child.join()
     except KeyboardInterrupt:
-        pass
+        return 0
     finally:
         for child in children:
             if child.is_alive():
                 child.terminate()
         for child in children:
             child.join(timeout=30)
+    # Every worker ended of its own accord: none is serving, so a failure is the command's.
+    return WORKER_FAILED if any(child.exitcode for child in children) else 0
 
 
 class RunningProxy:

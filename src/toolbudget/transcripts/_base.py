@@ -84,8 +84,12 @@ class Source:
 
 
 def read_source(path: str | Path) -> Source:
-    """Read and parse ``path`` as JSON or JSONL, or raise a one-line error saying why not."""
-    p = Path(path)
+    """Read and parse ``path`` as JSON or JSONL, or raise a one-line error saying why not.
+
+    A leading ``~`` is the user's home, as in a shell: session files live
+    there (``~/.claude/projects/...``), and that is how people write their paths.
+    """
+    p = Path(path).expanduser()
     data = _read_bytes(p)
     if data.startswith(_BOM):
         data = data[len(_BOM) :]
