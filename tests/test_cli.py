@@ -251,6 +251,29 @@ def test_compact_recall_and_clean(tmp_path: Path) -> None:
     assert cli("recall", key, "--session", "cli1", "--store", store).returncode == 1
 
 
+def test_an_output_that_cannot_be_written_is_refused_before_any_work(tmp_path: Path) -> None:
+    body = copy.deepcopy(BROKEN)
+    body["messages"][2] = {
+        "role": "user",
+        "content": [{"type": "tool_result", "tool_use_id": "a", "content": "line\n" * 20_000}],
+    }
+    source = tmp_path / "body.json"
+    source.write_bytes(orjson.dumps(body))
+    store = tmp_path / "store"
+    compact = ("compact", str(source), "--session", "s", "--store", f"dir:{store}")
+    assert "--output" in one_line_error(cli(*compact, "-o", str(tmp_path)))  # a directory
+    assert "does not exist" in one_line_error(cli(*compact, "-o", str(tmp_path / "no" / "out.json")))
+    assert "--report" in one_line_error(cli(*compact, "--report", str(tmp_path)))
+    assert not store.exists() or not any(store.rglob("*.*"))  # nothing was cut into the store
+    repair = ("repair", "--api", "anthropic", str(source))
+    assert "--output" in one_line_error(cli(*repair, "-o", str(tmp_path / "no" / "fixed.json")))
+    assert "--png" in one_line_error(cli("inspect", str(source), "--png", str(tmp_path)))
+    # A file that can be written still is.
+    done = cli(*compact, "-o", str(tmp_path / "out.json"))
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "out.json").stat().st_size < len(orjson.dumps(body))
+
+
 def test_compact_bad_store_url_is_one_line(tmp_path: Path) -> None:
     source = tmp_path / "body.json"
     source.write_bytes(orjson.dumps(BROKEN))

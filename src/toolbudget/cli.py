@@ -132,6 +132,26 @@ def emit(data: bytes) -> None:
     stream.flush()
 
 
+def _output_path(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """Refuse, before any work, a file to write that cannot be: a directory, or in no directory.
+
+    Otherwise a long compaction or report would run to the end (and write an
+    archive) only to fail at its last step.
+    """
+    if value is None or value == "-":
+        return value
+    path = Path(value)
+    flag = max(param.opts, key=len)
+    if path.is_dir():
+        fail(f"{flag} {value} is a directory")
+    parent = path.parent
+    if not parent.is_dir():
+        fail(f"{flag} {value}: the directory {parent} does not exist")
+    if not os.access(parent, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        fail(f"{flag} {value} cannot be written")
+    return value
+
+
 def write_output(data: bytes, out: str | None) -> None:
     if out is None or out == "-":
         emit(data if data.endswith(b"\n") else data + b"\n")
@@ -277,8 +297,14 @@ def validate(source: str, api: str | None) -> None:
 @main.command()
 @click.argument("source", default="-", metavar="[FILE|-]")
 @click.option("--api", type=API_CHOICE, help="The body's wire API (told from its shape when left out).")
-@click.option("-o", "--output", "out", help="Where to write the repaired body (stdout by default).")
-@click.option("--report", type=click.Path(dir_okay=False), help="Write what was repaired as JSON here.")
+@click.option(
+    "-o",
+    "--output",
+    "out",
+    callback=_output_path,
+    help="Where to write the repaired body (stdout by default).",
+)
+@click.option("--report", callback=_output_path, help="Write what was repaired as JSON here.")
 @click.option(
     "--close-pending", is_flag=True, help="Also close trailing calls that are still waiting to run."
 )
@@ -328,7 +354,9 @@ def repair(source: str, api: str | None, out: str | None, report: str | None, cl
 @main.command()
 @click.argument("transcript")
 @click.option("--to", "api", type=API_CHOICE, required=True, help="The wire API to write.")
-@click.option("-o", "--output", "out", help="Where to write the body (stdout by default).")
+@click.option(
+    "-o", "--output", "out", callback=_output_path, help="Where to write the body (stdout by default)."
+)
 @click.option("--conversation", "which", help="Which conversation of the file (its id or index).")
 @click.option("--all", "every", is_flag=True, help="Write every conversation, one body per line.")
 @click.option("--model", help="The model to name in the body (the transcript's own by default).")
@@ -385,8 +413,14 @@ def convert(
     "--session", help="The session id (derived from the conversation when left out).", callback=_session_id
 )
 @click.option("--store", "store_url", help="Archive store URL: dir:PATH, sqlite:PATH, redis://..., memory:.")
-@click.option("-o", "--output", "out", help="Where to write the managed body (stdout by default).")
-@click.option("--report", type=click.Path(dir_okay=False), help="Write what was done as JSON here.")
+@click.option(
+    "-o",
+    "--output",
+    "out",
+    callback=_output_path,
+    help="Where to write the managed body (stdout by default).",
+)
+@click.option("--report", callback=_output_path, help="Write what was done as JSON here.")
 @click.option(
     "--strict",
     is_flag=True,
@@ -556,9 +590,7 @@ def clean(session: str | None, store_url: str | None) -> None:
 @click.option(
     "--emit", "emit_dir", type=click.Path(file_okay=False), help="Write each managed body to DIR/NNNN.json."
 )
-@click.option(
-    "--report", type=click.Path(dir_okay=False), help="Write per-turn numbers and totals as JSON here."
-)
+@click.option("--report", callback=_output_path, help="Write per-turn numbers and totals as JSON here.")
 @click.option("--conversation", "which", help="Which conversation of the file (its id or index).")
 @click.option(
     "--all", "every", is_flag=True, help="Replay every conversation of the file, one after another."
@@ -785,8 +817,8 @@ def demo(directory: str, own: bool) -> None:
     help="The API to build a transcript's requests for (anthropic by default); for a body, a hint.",
 )
 @click.option("--conversation", "which", help="Which conversation of the file (its id or index).")
-@click.option("--html", "html_out", type=click.Path(dir_okay=False), help="Write an interactive HTML report.")
-@click.option("--png", "png_out", type=click.Path(dir_okay=False), help="Write the report's charts as a PNG.")
+@click.option("--html", "html_out", callback=_output_path, help="Write an interactive HTML report.")
+@click.option("--png", "png_out", callback=_output_path, help="Write the report's charts as a PNG.")
 @progress_option
 @friendly
 def inspect_command(
