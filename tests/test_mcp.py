@@ -113,6 +113,28 @@ def test_the_tools_are_two_and_never_change_with_the_archive(tmp_path: Path) -> 
     assert recall.annotations.read_only_hint and recall.annotations.idempotent_hint
 
 
+def test_answers_are_plain_text_never_structured_content(tmp_path: Path) -> None:
+    """A client given structured content hands the model escaped JSON, longer than the page it caps."""
+    url = f"dir:{tmp_path / 'store'}"
+    with Session("plain", store=url) as session:
+        key = cut(session, build_log(4000))
+        page = session.handle_recall({"key": key})
+
+    async def go() -> tuple[list[Any], Any, Any]:
+        with open_store(url) as store:
+            async with Client(build_server(RecallServer(store))) as client:
+                listed = list((await client.list_tools()).tools)
+                recalled = await client.call_tool("recall", {"key": key})
+                told = await client.call_tool("stats", {"session": "plain"})
+                return listed, recalled, told
+
+    listed, recalled, told = asyncio.run(go())
+    assert [t.output_schema for t in listed] == [None, None]
+    assert recalled.structured_content is None and told.structured_content is None
+    assert text_of(recalled) == page
+    assert text_of(told).startswith('{"session":"plain"')
+
+
 @pytest.mark.parametrize("backend", ["dir", "sqlite"])
 def test_recall_answers_a_key_without_its_session_as_the_session_would(tmp_path: Path, backend: str) -> None:
     url = f"{backend}:{tmp_path / 'store'}"

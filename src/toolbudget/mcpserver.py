@@ -175,8 +175,17 @@ def build_server(answers: RecallServer) -> Any:
     read_only = ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)
     # Claude Code caps an MCP tool's text below a recall page unless the tool says how much it sends.
     meta = {"anthropic/maxResultSizeChars": answers.policy.recall_max_chars}
+    # Both answer plain text, never structured output: a client handed structured content gives
+    # the model ``{"result": "..."}`` instead, every line break and quote escaped, which makes a
+    # full recall page longer than the size above and has Claude Code set it aside in a file.
 
-    @server.tool(name="recall", description=RECALL_DESCRIPTION, annotations=read_only, meta=meta)
+    @server.tool(
+        name="recall",
+        description=RECALL_DESCRIPTION,
+        annotations=read_only,
+        meta=meta,
+        structured_output=False,
+    )
     def recall(key: Key, lines: Lines = None, grep: Grep = None, chars: Chars = None) -> str:
         given = {"key": key, "lines": lines, "grep": grep, "chars": chars}
         return answers.recall({k: v for k, v in given.items() if v is not None})
@@ -188,6 +197,7 @@ def build_server(answers: RecallServer) -> Any:
             "in all and per tool."
         ),
         annotations=read_only,
+        structured_output=False,
     )
     def stats(session: str | None = None) -> str:
         try:
