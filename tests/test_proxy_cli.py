@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -63,6 +64,29 @@ def test_a_bad_upstream_is_one_line_and_status_2() -> None:
     done = toolbudget("proxy", "--upstream", "ftp://nowhere")
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1 and done.stderr.startswith("toolbudget: error: --upstream")
+
+
+@pytest.mark.parametrize("store", ["bogus:x", "dir:?ttl=soon"])
+def test_a_bad_store_is_one_line_and_status_2(store: str) -> None:
+    done = toolbudget("proxy", "--port", str(free_port()), "--store", store, timeout=30)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("\n") == 1 and done.stderr.startswith("toolbudget: error: "), done.stderr
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_an_address_in_use_is_one_line_and_status_2(workers: str) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        done = toolbudget("proxy", "--port", str(port), "--workers", workers, timeout=30)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == f"toolbudget: error: cannot listen on 127.0.0.1:{port}: Address already in use\n"
+
+
+def test_a_host_that_names_no_address_is_one_line_and_status_2() -> None:
+    done = toolbudget("proxy", "--host", "no-such-host.invalid", "--port", str(free_port()), timeout=30)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("\n") == 1
+    assert done.stderr.startswith("toolbudget: error: cannot listen on 'no-such-host.invalid'")
 
 
 def test_the_command_serves_the_proxy(tmp_path: Path) -> None:

@@ -933,11 +933,18 @@ def proxy(
         )
     except ToolbudgetError as exc:
         fail(str(exc))
-    from .proxy.server import serve
+    from .proxy.server import preflight, serve
 
+    try:
+        preflight(config, host, port, workers)
+    except ToolbudgetError as exc:
+        fail(str(exc))
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
     click.echo(f"toolbudget proxy on http://{host}:{port}", err=True)
-    serve(config, host, port, workers)
+    try:
+        serve(config, host, port, workers)
+    except OSError as exc:  # the address taken between the check and the server
+        fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}")
 
 
 @proxy.command()
