@@ -66,6 +66,13 @@ def test_a_bad_upstream_is_one_line_and_status_2() -> None:
     assert done.stderr.count("\n") == 1 and done.stderr.startswith("toolbudget: error: --upstream")
 
 
+def test_setup_puts_an_ipv6_host_in_brackets() -> None:
+    done = toolbudget("proxy", "--host", "::1", "--port", "9912", "setup", "env")
+    assert done.returncode == 0, done.stderr
+    assert "export ANTHROPIC_BASE_URL=http://[::1]:9912\n" in done.stdout
+    assert "export OPENAI_BASE_URL=http://[::1]:9912/v1\n" in done.stdout
+
+
 @pytest.mark.parametrize("store", ["bogus:x", "dir:?ttl=soon"])
 def test_a_bad_store_is_one_line_and_status_2(store: str) -> None:
     done = toolbudget("proxy", "--port", str(free_port()), "--store", store, timeout=30)

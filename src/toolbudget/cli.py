@@ -914,7 +914,7 @@ def proxy(
     Point an agent at it with the lines 'toolbudget proxy setup AGENT' prints.
     Credentials go upstream untouched and are never logged or stored.
     """
-    ctx.obj = {"base": f"http://{host}:{port}"}
+    ctx.obj = {"base": _origin(host, port)}
     if ctx.invoked_subcommand is not None:
         return
     from .proxy.config import ProxyConfig, policy_from_file, upstreams_of
@@ -940,11 +940,16 @@ def proxy(
     except ToolbudgetError as exc:
         fail(str(exc))
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
-    click.echo(f"toolbudget proxy on http://{host}:{port}", err=True)
+    click.echo(f"toolbudget proxy on {ctx.obj['base']}", err=True)
     try:
         serve(config, host, port, workers)
     except OSError as exc:  # the address taken between the check and the server
         fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}")
+
+
+def _origin(host: str, port: int) -> str:
+    """The URL a client dials: an IPv6 address goes in brackets, or its colons read as the port's."""
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
 @proxy.command()
