@@ -45,6 +45,13 @@ from .store import Store
 
 __all__ = ["RecallServer", "build_server"]
 
+RECALL = "recall"
+"""The recall tool's name on this server: what its answers tell the model to call for the next page.
+
+Clients show it with their own prefix (Claude Code and Codex ``mcp__toolbudget__recall``), but
+``toolbudget_recall``, the library's own tool, is no tool of an agent that reached this server.
+"""
+
 INSTRUCTIONS = (
     "Tool results that were too long for the context were cut; each cut ends with a marker naming a "
     "key (<<tb:KEY>>). Call recall with that key to read what was cut, a page at a time."
@@ -109,7 +116,7 @@ class RecallServer:
         return data.decode("utf-8", "surrogatepass")
 
     def recall(self, arguments: dict[str, Any]) -> str:
-        return answer(arguments, self.original, self.policy.recall_max_chars)
+        return answer(arguments, self.original, self.policy.recall_max_chars, tool=RECALL)
 
     def stats(self, session: str | None) -> str:
         """A session's archive, as one JSON line: its cut originals and characters, in all and per tool."""
@@ -180,7 +187,7 @@ def build_server(answers: RecallServer) -> Any:
     # full recall page longer than the size above and has Claude Code set it aside in a file.
 
     @server.tool(
-        name="recall",
+        name=RECALL,
         description=RECALL_DESCRIPTION,
         annotations=read_only,
         meta=meta,
