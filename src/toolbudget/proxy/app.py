@@ -248,7 +248,9 @@ class Proxy:
         self._count_call(call, outcome.report)
         if stream:
             return await self._stream_back(request, route, outcome, started, session, writing)
-        return self._done(route, self._whole_back(route, outcome), started, outcome.report)
+        answer, usage = self._whole_back(route, outcome)
+        self._finish(route, answer.status, started, outcome.report, usage)
+        return answer
 
     async def _write_now(self, session: Session) -> None:
         """The session's records written, where its managing runs (:class:`Offload`)."""
@@ -327,7 +329,8 @@ class Proxy:
         self._finish(route, upstream.status, started, outcome.report, tap.usage)
         return answer
 
-    def _whole_back(self, route: Route, outcome: Outcome) -> web.Response:
+    def _whole_back(self, route: Route, outcome: Outcome) -> tuple[web.Response, Usage | None]:
+        """The whole answer for the client, and the usage it states (for the metrics and the log line)."""
         assert route.api is not None
         first: _Answer = outcome.first
         if outcome.changed and outcome.data is not None:
@@ -338,9 +341,9 @@ class Proxy:
         answer = web.Response(status=first.status, body=body)
         _copy_headers(answer, pairs)
         self._report_headers(answer, outcome.report)
-        if outcome.data is not None:
-            self.metrics.usage(usage_of_reply(outcome.data, route.api))
-        return answer
+        usage = usage_of_reply(outcome.data, route.api) if outcome.data is not None else None
+        self.metrics.usage(usage)
+        return answer, usage
 
     async def _count(
         self, request: web.Request, route: Route, session: Session, given: Any, body: bytes, started: float
