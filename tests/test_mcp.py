@@ -10,6 +10,7 @@ import asyncio
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 import time
@@ -388,3 +389,14 @@ def test_bad_options_get_one_line_and_exit_2(tmp_path: Path) -> None:
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1 and "--tenant" in done.stderr
+
+
+def test_a_port_in_use_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        command = toolbudget_command(
+            "mcp", "--store", f"dir:{tmp_path}", "--transport", "streamable-http", "--port", str(port)
+        )
+        done = subprocess.run(command, capture_output=True, text=True, check=False, timeout=60)
+    assert done.returncode == 2
+    assert done.stderr == f"toolbudget: error: cannot listen on 127.0.0.1:{port}: Address already in use\n"

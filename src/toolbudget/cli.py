@@ -700,6 +700,10 @@ def mcp_command(
     except ImportError:
         fail("toolbudget mcp needs the mcp package: pip install 'toolbudget[mcp]'")
     policy = Policy.load()
+    if transport == "streamable-http":
+        from .proxy.listen import check_listen
+
+        check_listen(host, port, reuse_port=False)
     with open_store(store_url or policy.store) as store:
         server = build_server(RecallServer(store, policy=policy, session=session, tenant=tenant))
         if transport == "stdio":

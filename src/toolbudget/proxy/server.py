@@ -23,7 +23,6 @@ import logging
 import multiprocessing
 import os
 import signal
-import socket
 import sys
 import threading
 from collections.abc import Iterator
@@ -31,12 +30,13 @@ from contextlib import contextmanager
 
 from aiohttp import web
 
-from ..errors import InputError, StoreConfigError, StoreError
+from ..errors import StoreConfigError, StoreError
 from ..policy import Policy
 from ..sessions import Sessions
 from ..store import open_store
 from .app import create_app
 from .config import ProxyConfig
+from .listen import check_listen
 
 __all__ = ["RunningProxy", "preflight", "running", "serve"]
 
@@ -50,7 +50,7 @@ def preflight(config: ProxyConfig, host: str, port: int, workers: int = 1) -> No
     exits 0. Both are tried here first, in the parent, as the app will try them.
     """
     _check_store(config)
-    _check_listen(host, port, reuse_port=workers > 1)
+    check_listen(host, port, reuse_port=workers > 1)
 
 
 def _check_store(config: ProxyConfig) -> None:
@@ -63,25 +63,6 @@ def _check_store(config: ProxyConfig) -> None:
     except StoreError:
         return  # down now: the app serves anyway, and its cuts say what could not be kept
     store.close()
-
-
-def _check_listen(host: str, port: int, *, reuse_port: bool) -> None:
-    """Bind each address ``host`` names, as asyncio's server does, and let go at once."""
-    try:
-        addresses = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
-    except socket.gaierror as exc:
-        raise InputError(f"cannot listen on {host!r}: {exc.strerror}") from None
-    for family, kind, proto, _, address in addresses:
-        with socket.socket(family, kind, proto) as probe:
-            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            if reuse_port:
-                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-            if family == socket.AF_INET6:
-                probe.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
-            try:
-                probe.bind(address)
-            except OSError as exc:
-                raise InputError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
 
 
 def _runner(app: web.Application) -> web.AppRunner:
