@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
+import socket
 import subprocess
 import sys
 import time
@@ -83,6 +85,11 @@ def text_of(result: Any) -> str:
     return "".join(part.text for part in result.content)
 
 
+def as_served(page: str) -> str:
+    """A session's recall page as the MCP server gives it: the next page is asked of its ``recall``."""
+    return page.replace("\n[more follows: call toolbudget_recall with", "\n[more follows: call recall with")
+
+
 def call(server: Any, tool: str, arguments: dict[str, Any]) -> str:
     async def go() -> str:
         async with Client(server) as client:
@@ -111,6 +118,43 @@ def test_the_tools_are_two_and_never_change_with_the_archive(tmp_path: Path) -> 
     assert set(recall.input_schema["properties"]) == {"key", "lines", "grep", "chars"}
     assert "1-based" in recall.input_schema["properties"]["lines"]["description"]
     assert recall.annotations.read_only_hint and recall.annotations.idempotent_hint
+
+
+def test_answers_are_plain_text_never_structured_content(tmp_path: Path) -> None:
+    """A client given structured content hands the model escaped JSON, longer than the page it caps."""
+    url = f"dir:{tmp_path / 'store'}"
+    with Session("plain", store=url) as session:
+        key = cut(session, build_log(4000))
+        page = session.handle_recall({"key": key, "lines": "1:50"})
+
+    async def go() -> tuple[list[Any], Any, Any]:
+        with open_store(url) as store:
+            async with Client(build_server(RecallServer(store))) as client:
+                listed = list((await client.list_tools()).tools)
+                recalled = await client.call_tool("recall", {"key": key, "lines": "1:50"})
+                told = await client.call_tool("stats", {"session": "plain"})
+                return listed, recalled, told
+
+    listed, recalled, told = asyncio.run(go())
+    assert [t.output_schema for t in listed] == [None, None]
+    assert recalled.structured_content is None and told.structured_content is None
+    assert text_of(recalled) == page
+    assert text_of(told).startswith('{"session":"plain"')
+
+
+def test_answers_name_the_tool_this_server_serves(tmp_path: Path) -> None:
+    """The next page and a refusal say to call ``recall``, the tool the model called, not the library's."""
+    url = f"dir:{tmp_path / 'store'}"
+    with Session("named", store=url) as session:
+        key = cut(session, build_log(4000))
+    with open_store(url) as store:
+        server = build_server(RecallServer(store))
+        page = call(server, "recall", {"key": key})
+        missing = call(server, "recall", {"key": "0" * 32})
+    assert re.search(f'\n\\[more follows: call recall with key "{key}", lines "\\d+:"\\]$', page), page[-200:]
+    assert len(page) <= Policy().recall_max_chars
+    assert missing.startswith("recall: not found")
+    assert "toolbudget_recall" not in page + missing
 
 
 @pytest.mark.parametrize("backend", ["dir", "sqlite"])
@@ -223,7 +267,7 @@ def test_a_record_is_never_recalled_as_an_original(tmp_path: Path) -> None:
     with open_store(url) as store:
         server = build_server(RecallServer(store))
         assert "not found" in call(server, "recall", {"key": record})
-        assert call(server, "recall", {"key": key}) == expected
+        assert call(server, "recall", {"key": key}) == as_served(expected)
         one = build_server(RecallServer(store, session="rec"))
         assert "not found" in call(one, "recall", {"key": record})
 
@@ -293,7 +337,7 @@ def test_over_stdio_as_a_coding_agent_starts_it(tmp_path: Path) -> None:
             return recalled, text_of(await client.call_tool("stats", {"session": "stdio-tools"}))
 
     recalled, told = asyncio.run(go())
-    assert recalled == expected
+    assert recalled == as_served(expected)
     assert orjson.loads(told) == stats
 
 
@@ -345,3 +389,14 @@ def test_bad_options_get_one_line_and_exit_2(tmp_path: Path) -> None:
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1 and "--tenant" in done.stderr
+
+
+def test_a_port_in_use_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        command = toolbudget_command(
+            "mcp", "--store", f"dir:{tmp_path}", "--transport", "streamable-http", "--port", str(port)
+        )
+        done = subprocess.run(command, capture_output=True, text=True, check=False, timeout=60)
+    assert done.returncode == 2
+    assert done.stderr == f"toolbudget: error: cannot listen on 127.0.0.1:{port}: Address already in use\n"

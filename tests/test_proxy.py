@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import logging
+import time
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -215,6 +216,26 @@ def test_credentials_go_upstream_untouched_and_never_into_the_log(
     logged = orjson.loads(lines[-1])
     assert logged["api"] == "anthropic" and logged["results_cut"] == 1 and logged["status"] == 200
     assert all(secret not in line and "build log" not in line for line in lines)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_the_log_line_tells_the_usage_the_upstream_stated_whole_or_streamed(
+    proxy: RunningProxy, up: Any, caplog: pytest.LogCaptureFixture, stream: bool
+) -> None:
+    caplog.set_level(logging.INFO, logger="toolbudget.proxy")
+    answer = post(proxy, "/v1/messages", {**tool_history(), "stream": stream})
+    assert answer.status_code == 200
+    stated = orjson.loads(answer.content)["usage"] if not stream else None
+    deadline = (
+        time.monotonic() + 10
+    )  # a stream's line follows its last chunk, which the client may read first
+    while not (lines := [r.getMessage() for r in caplog.records if r.name == "toolbudget.proxy"]):
+        assert time.monotonic() < deadline, "no log line"
+        time.sleep(0.01)
+    logged = orjson.loads(lines[-1])
+    assert logged["usage_cache_read"] == 7 and logged["usage_cache_write"] == 5
+    if stated is not None:
+        assert logged["usage_input"] == stated["input_tokens"]
 
 
 def test_count_tokens_counts_the_managed_body_upstream(proxy: RunningProxy, up: Any) -> None:

@@ -75,29 +75,58 @@ def test_a_store_url_that_names_no_store_is_one_line_and_status_2() -> None:
     )
 
 
-def test_a_port_in_use_is_one_line_and_status_2() -> None:
+def test_workers_that_cannot_listen_end_the_serve_with_status_2() -> None:
+    # The command checks the address first; one taken between that check and the workers' own
+    # binds must still not end as if all went well.
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        done = toolbudget("proxy", "--port", str(port), "--store", "memory:", timeout=30)
-    assert done.returncode == 2
-    assert done.stderr.count("\n") == 1
-    assert done.stderr.startswith(f"toolbudget: error: cannot serve on 127.0.0.1:{port}: ")
-    assert "address already in use" in done.stderr
-
-
-def test_workers_that_cannot_listen_end_the_command_with_status_2() -> None:
-    # Each worker binds the port itself: when none can, the command must not end as if all went well.
-    with socket.socket() as taken:
-        taken.bind(("127.0.0.1", 0))
-        taken.listen()
-        port = taken.getsockname()[1]
-        done = toolbudget("proxy", "--port", str(port), "--store", "memory:", "--workers", "2", timeout=60)
-    assert done.returncode == 2
+        script = (
+            "import sys\n"
+            "from toolbudget.proxy.config import ProxyConfig\n"
+            "from toolbudget.proxy.server import serve\n"
+            f"sys.exit(serve(ProxyConfig(store='memory:'), '127.0.0.1', {port}, 2))\n"
+        )
+        done = subprocess.run(
+            [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False
+        )
+    assert done.returncode == 2, done.stderr
     assert "Traceback" not in done.stderr
-    failed = [line for line in done.stderr.splitlines() if line.startswith("toolbudget: error: cannot serve")]
-    assert len(failed) == 2 and all("address already in use" in line for line in failed)
+    failed = [
+        line for line in done.stderr.splitlines() if line.startswith("toolbudget: error: cannot listen")
+    ]
+    assert len(failed) == 2 and all("address already in use" in line.lower() for line in failed)
+
+
+def test_setup_puts_an_ipv6_host_in_brackets() -> None:
+    done = toolbudget("proxy", "--host", "::1", "--port", "9912", "setup", "env")
+    assert done.returncode == 0, done.stderr
+    assert "export ANTHROPIC_BASE_URL=http://[::1]:9912\n" in done.stdout
+    assert "export OPENAI_BASE_URL=http://[::1]:9912/v1\n" in done.stdout
+
+
+@pytest.mark.parametrize("store", ["bogus:x", "dir:?ttl=soon"])
+def test_a_bad_store_is_one_line_and_status_2(store: str) -> None:
+    done = toolbudget("proxy", "--port", str(free_port()), "--store", store, timeout=30)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("\n") == 1 and done.stderr.startswith("toolbudget: error: "), done.stderr
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_an_address_in_use_is_one_line_and_status_2(workers: str) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        done = toolbudget("proxy", "--port", str(port), "--workers", workers, timeout=30)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == f"toolbudget: error: cannot listen on 127.0.0.1:{port}: Address already in use\n"
+
+
+def test_a_host_that_names_no_address_is_one_line_and_status_2() -> None:
+    done = toolbudget("proxy", "--host", "no-such-host.invalid", "--port", str(free_port()), timeout=30)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("\n") == 1
+    assert done.stderr.startswith("toolbudget: error: cannot listen on 'no-such-host.invalid'")
 
 
 def test_the_command_serves_the_proxy(tmp_path: Path) -> None:

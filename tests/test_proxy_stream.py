@@ -112,7 +112,10 @@ def test_each_chunk_is_passed_on_before_the_upstream_has_finished(gated: Any) ->
     assert rest == b'event: message_stop\ndata: {"type":"message_stop"}\n\n'
 
 
-def test_a_client_that_goes_away_mid_stream_cancels_the_upstream_call(gated: Any) -> None:
+def test_a_client_that_goes_away_mid_stream_cancels_the_upstream_call(
+    gated: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="toolbudget.proxy")
     gate, proxy, _ = gated
     with httpx.stream(
         "POST", proxy.url + "/v1/messages", content=SMALL, headers=HEADERS, timeout=30
@@ -120,9 +123,22 @@ def test_a_client_that_goes_away_mid_stream_cancels_the_upstream_call(gated: Any
         next(answer.iter_raw())
     wait_until(gate.cancelled.is_set, "the upstream call cancelled after the client left")
     assert httpx.get(proxy.url + "/healthz").status_code == 200
+    assert_counted_as_gone(proxy, caplog, "anthropic")
 
 
-def test_a_client_that_goes_away_before_a_whole_answer_cancels_the_upstream_call(tmp_path: Path) -> None:
+def assert_counted_as_gone(proxy: RunningProxy, caplog: pytest.LogCaptureFixture, api: str) -> None:
+    """A request its client left is in the log (one line, status 499) and in the metrics."""
+    wait_until(lambda: any('"status":499' in r.getMessage() for r in caplog.records), "a line for it")
+    (line,) = [orjson.loads(r.getMessage()) for r in caplog.records if '"status":499' in r.getMessage()]
+    assert line["api"] == api and "client went away" in line["note"]
+    metrics = httpx.get(proxy.url + "/metrics").text
+    assert f'toolbudget_requests_total{{api="{api}",status="499"}} 1.0' in metrics
+
+
+def test_a_client_that_goes_away_before_a_whole_answer_cancels_the_upstream_call(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="toolbudget.proxy")
     waiting = threading.Event()
     cancelled = threading.Event()
 
@@ -143,6 +159,7 @@ def test_a_client_that_goes_away_before_a_whole_answer_cancels_the_upstream_call
                 httpx.post(proxy.url + "/v1/chat/completions", json=body, timeout=httpx.Timeout(30, read=0.5))
             assert waiting.is_set()
             wait_until(cancelled.is_set, "the upstream call cancelled after the client left")
+            assert_counted_as_gone(proxy, caplog, "openai-chat")
 
 
 def test_an_upstream_that_resets_mid_stream_leaves_the_client_the_partial_stream_and_a_closed_connection(

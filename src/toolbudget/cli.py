@@ -732,6 +732,10 @@ def mcp_command(
     except ImportError:
         fail("toolbudget mcp needs the mcp package: pip install 'toolbudget[mcp]'")
     policy = Policy.load()
+    if transport == "streamable-http":
+        from .proxy.listen import check_listen
+
+        check_listen(host, port, reuse_port=False)
     with open_store(store_url or policy.store) as store:
         server = build_server(RecallServer(store, policy=policy, session=session, tenant=tenant))
         if transport == "stdio":
@@ -946,7 +950,7 @@ def proxy(
     Point an agent at it with the lines 'toolbudget proxy setup AGENT' prints.
     Credentials go upstream untouched and are never logged or stored.
     """
-    ctx.obj = {"base": f"http://{host}:{port}"}
+    ctx.obj = {"base": _origin(host, port)}
     if ctx.invoked_subcommand is not None:
         return
     from .proxy.config import ProxyConfig, policy_from_file, upstreams_of
@@ -968,22 +972,28 @@ def proxy(
         check_store_url(store_url if store_url is not None else policy.store)
     except ToolbudgetError as exc:
         fail(str(exc))
-    from .proxy.server import serve
+    from .proxy.server import preflight, serve
 
+    try:
+        preflight(config, host, port, workers)
+    except ToolbudgetError as exc:
+        fail(str(exc))
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
+    base = ctx.obj["base"]
     try:
         status = serve(
-            config,
-            host,
-            port,
-            workers,
-            announce=lambda: click.echo(f"toolbudget proxy on http://{host}:{port}", err=True),
+            config, host, port, workers, announce=lambda: click.echo(f"toolbudget proxy on {base}", err=True)
         )
     except ToolbudgetError as exc:
         fail(str(exc))
-    except OSError as exc:  # the port is taken, the host is not this machine's
-        fail(f"cannot serve on {host}:{port}: {exc.strerror or exc}")
+    except OSError as exc:  # the address taken between the check and the server
+        fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}")
     ctx.exit(status)
+
+
+def _origin(host: str, port: int) -> str:
+    """The URL a client dials: an IPv6 address goes in brackets, or its colons read as the port's."""
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
 @proxy.command()

@@ -45,6 +45,13 @@ from .store import Store
 
 __all__ = ["RecallServer", "build_server"]
 
+RECALL = "recall"
+"""The recall tool's name on this server: what its answers tell the model to call for the next page.
+
+Clients show it with their own prefix (Claude Code and Codex ``mcp__toolbudget__recall``), but
+``toolbudget_recall``, the library's own tool, is no tool of an agent that reached this server.
+"""
+
 INSTRUCTIONS = (
     "Tool results that were too long for the context were cut; each cut ends with a marker naming a "
     "key (<<tb:KEY>>). Call recall with that key to read what was cut, a page at a time."
@@ -109,7 +116,7 @@ class RecallServer:
         return data.decode("utf-8", "surrogatepass")
 
     def recall(self, arguments: dict[str, Any]) -> str:
-        return answer(arguments, self.original, self.policy.recall_max_chars)
+        return answer(arguments, self.original, self.policy.recall_max_chars, tool=RECALL)
 
     def stats(self, session: str | None) -> str:
         """A session's archive, as one JSON line: its cut originals and characters, in all and per tool."""
@@ -175,8 +182,17 @@ def build_server(answers: RecallServer) -> Any:
     read_only = ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)
     # Claude Code caps an MCP tool's text below a recall page unless the tool says how much it sends.
     meta = {"anthropic/maxResultSizeChars": answers.policy.recall_max_chars}
+    # Both answer plain text, never structured output: a client handed structured content gives
+    # the model ``{"result": "..."}`` instead, every line break and quote escaped, which makes a
+    # full recall page longer than the size above and has Claude Code set it aside in a file.
 
-    @server.tool(name="recall", description=RECALL_DESCRIPTION, annotations=read_only, meta=meta)
+    @server.tool(
+        name=RECALL,
+        description=RECALL_DESCRIPTION,
+        annotations=read_only,
+        meta=meta,
+        structured_output=False,
+    )
     def recall(key: Key, lines: Lines = None, grep: Grep = None, chars: Chars = None) -> str:
         given = {"key": key, "lines": lines, "grep": grep, "chars": chars}
         return answers.recall({k: v for k, v in given.items() if v is not None})
@@ -188,6 +204,7 @@ def build_server(answers: RecallServer) -> Any:
             "in all and per tool."
         ),
         annotations=read_only,
+        structured_output=False,
     )
     def stats(session: str | None = None) -> str:
         try:

@@ -275,22 +275,30 @@ def _shown(value: Any) -> str:
     return text if len(text) <= _SHOWN else text[: _SHOWN - 1] + "…"
 
 
-def answer(arguments: Mapping[str, Any] | str, original: Callable[[str], str], max_chars: int) -> str:
+def answer(
+    arguments: Mapping[str, Any] | str,
+    original: Callable[[str], str],
+    max_chars: int,
+    *,
+    tool: str = RECALL_TOOL,
+) -> str:
     """The answer to one recall call: a page of ``original(key)``, or a one-line reason.
 
     ``original`` reads the archive (raising :class:`NotFoundError` or
     :class:`StoreError`); the session and the MCP server give their own. The
     arguments are the model's, so nothing they hold gets an exception out.
+    ``tool`` is the name the answer tells the model to call for the next page:
+    the tool it called, as the server that answers it names it.
     """
     try:
         query = parse_query(arguments)
-        return recall_page(original(query.key), query, max_chars)
+        return recall_page(original(query.key), query, max_chars, tool=tool)
     except (InputError, NotFoundError) as exc:
-        return reason_line(f"{RECALL_TOOL}: {exc}", max_chars)
+        return reason_line(f"{tool}: {exc}", max_chars)
     except StoreError as exc:
-        return reason_line(f"{RECALL_TOOL}: the archive could not be read: {exc}", max_chars)
+        return reason_line(f"{tool}: the archive could not be read: {exc}", max_chars)
     except UnicodeDecodeError:
-        return reason_line(f"{RECALL_TOOL}: the archived entry is not UTF-8 text", max_chars)
+        return reason_line(f"{tool}: the archived entry is not UTF-8 text", max_chars)
 
 
 def reason_line(reason: str, max_chars: int) -> str:
@@ -317,22 +325,22 @@ def valid_key(key: str) -> bool:
     return bool(_KEY.fullmatch(key))
 
 
-def recall_page(text: str, query: RecallQuery, max_chars: int) -> str:
+def recall_page(text: str, query: RecallQuery, max_chars: int, *, tool: str = RECALL_TOOL) -> str:
     """One page of ``text`` for ``query``, at most ``max_chars`` characters in all."""
     if query.grep is not None:
-        return _grep_page(text, query, max_chars)
+        return _grep_page(text, query, max_chars, tool)
     if query.chars is not None:
-        return _chars_page(text, query, max_chars)
-    return _lines_page(text, query, max_chars)
+        return _chars_page(text, query, max_chars, tool)
+    return _lines_page(text, query, max_chars, tool)
 
 
 def _header(key: str, what: str) -> str:
     return f"[toolbudget recall <<tb:{key}>>: {what}]\n"
 
 
-def _next(key: str, **args: str) -> str:
+def _next(tool: str, key: str, **args: str) -> str:
     given = ", ".join(f'{name} "{value}"' for name, value in args.items())
-    return f'\n[more follows: call {RECALL_TOOL} with key "{key}", {given}]'
+    return f'\n[more follows: call {tool} with key "{key}", {given}]'
 
 
 _FOOTER_ROOM = 160
@@ -359,7 +367,7 @@ def _span(start: int, end: int | None) -> str:
     return f"{start}:{'' if end is None else end}"
 
 
-def _lines_page(text: str, query: RecallQuery, max_chars: int) -> str:
+def _lines_page(text: str, query: RecallQuery, max_chars: int, tool: str) -> str:
     lines = split_lines(text)
     total = len(lines)
     start, asked = query.lines or (1, None)
@@ -380,18 +388,18 @@ def _lines_page(text: str, query: RecallQuery, max_chars: int) -> str:
                 header = _header(
                     query.key, f"line {number} of {total}, characters 0-{len(piece)} of {len(line)}"
                 )
-                follow = _next(query.key, chars=f"{offset + len(piece)}:")
+                follow = _next(tool, query.key, chars=f"{offset + len(piece)}:")
                 return _fit(header + piece + follow, max_chars)
             break
         body.append(line)
         used += len(line)
         last = number
     header = _header(query.key, f"lines {start}-{last} of {total}")
-    follow = _next(query.key, lines=_span(last + 1, asked)) if last < end else ""
+    follow = _next(tool, query.key, lines=_span(last + 1, asked)) if last < end else ""
     return _fit(header + "".join(body).rstrip("\n") + follow, max_chars)
 
 
-def _chars_page(text: str, query: RecallQuery, max_chars: int) -> str:
+def _chars_page(text: str, query: RecallQuery, max_chars: int, tool: str) -> str:
     start, asked = query.chars or (0, None)
     if start >= len(text) > 0:
         what = f"characters {start}- asked, but the output has {len(text)} characters"
@@ -400,7 +408,7 @@ def _chars_page(text: str, query: RecallQuery, max_chars: int) -> str:
     room = max(max_chars - _FOOTER_ROOM - 80, 1)
     stop = min(end, start + room)
     header = _header(query.key, f"characters {start}-{stop} of {len(text)}")
-    follow = _next(query.key, chars=_span(stop, asked)) if stop < end else ""
+    follow = _next(tool, query.key, chars=_span(stop, asked)) if stop < end else ""
     return _fit(header + text[start:stop] + follow, max_chars)
 
 
@@ -454,7 +462,7 @@ def _re2_reason(error: Exception) -> str:
     return text if len(text) <= 100 else text[:99] + "…"
 
 
-def _grep_page(text: str, query: RecallQuery, max_chars: int) -> str:
+def _grep_page(text: str, query: RecallQuery, max_chars: int, tool: str) -> str:
     pattern = query.grep or ""
     # The header names the pattern for the reader; the pointer to the next page must carry it whole.
     named = repr(pattern) if len(pattern) <= 80 else repr(pattern[:79] + "…")
@@ -474,7 +482,9 @@ def _grep_page(text: str, query: RecallQuery, max_chars: int) -> str:
         query.key,
         f"{end} lines matching {named}{note} in lines {start}-{end} of {len(lines)}{clipped}{stopped}",
     )
-    room = max(max_chars - len(widest) - len(_next(query.key, grep=pattern, lines=_span(end, asked))), 1)
+    room = max(
+        max_chars - len(widest) - len(_next(tool, query.key, grep=pattern, lines=_span(end, asked))), 1
+    )
     out: list[str] = []
     used = 0
     matches = 0
@@ -493,7 +503,7 @@ def _grep_page(text: str, query: RecallQuery, max_chars: int) -> str:
         data = data[:longest]
         cost = len(data) * program.size + _LINE_COST
         if work and work + cost > GREP_WORK:
-            return page(number - 1, stopped, _next(query.key, grep=pattern, lines=_span(number, asked)))
+            return page(number - 1, stopped, _next(tool, query.key, grep=pattern, lines=_span(number, asked)))
         work += cost
         if program.regex.search(data) is None:
             continue
@@ -503,7 +513,7 @@ def _grep_page(text: str, query: RecallQuery, max_chars: int) -> str:
         shown = line if len(line) <= limit else line[: max(limit, 1)] + " …"
         entry = f"{label}{shown}\n"
         if out and used + len(entry) > room:
-            return page(number - 1, "", _next(query.key, grep=pattern, lines=_span(number, asked)))
+            return page(number - 1, "", _next(tool, query.key, grep=pattern, lines=_span(number, asked)))
         out.append(entry)
         used += len(entry)
         matches += 1

@@ -21,6 +21,7 @@ Modules, each small:
 - :mod:`.metrics`: the Prometheus counters;
 - :mod:`.app`: the handlers;
 - :mod:`.server`: running it (the command, or a thread for tests);
+- :mod:`.listen`: whether an address can be listened on, asked before a server starts;
 - :mod:`.setup`: the lines that point each agent here.
 
 It needs the ``proxy`` extra: ``pip install 'toolbudget[proxy]'`` (aiohttp,

@@ -30,11 +30,39 @@ from contextlib import contextmanager
 
 from aiohttp import web
 
+from ..errors import StoreConfigError, StoreError
+from ..policy import Policy
 from ..sessions import Sessions
+from ..store import open_store
 from .app import create_app
 from .config import ProxyConfig
+from .listen import check_listen
 
-__all__ = ["RunningProxy", "running", "serve"]
+__all__ = ["RunningProxy", "preflight", "running", "serve"]
+
+
+def preflight(config: ProxyConfig, host: str, port: int, workers: int = 1) -> None:
+    """Refuse, in one :class:`InputError`, what would otherwise end each worker in a traceback.
+
+    A store URL the app cannot open, and an address it cannot listen on, are
+    found only once the server is being made, inside each worker's loop; there
+    they end in a traceback per worker, and a parent whose workers all died
+    exits 0. Both are tried here first, in the parent, as the app will try them.
+    """
+    _check_store(config)
+    check_listen(host, port, reuse_port=workers > 1)
+
+
+def _check_store(config: ProxyConfig) -> None:
+    policy = config.policy if config.policy is not None else Policy.load()
+    url = config.store if config.store is not None else (policy.store or "dir:")
+    try:
+        store = open_store(url)
+    except StoreConfigError:
+        raise
+    except StoreError:
+        return  # down now: the app serves anyway, and its cuts say what could not be kept
+    store.close()
 
 
 def _runner(app: web.Application) -> web.AppRunner:
@@ -86,7 +114,7 @@ def _worker(config: ProxyConfig, host: str, port: int, parent: int) -> None:
         with contextlib.suppress(KeyboardInterrupt):
             asyncio.run(_serve_forever(create_app(config), host, port, reuse_port=True, parent=parent))
     except OSError as exc:  # the port is taken by a socket that does not share it, or the host is not ours
-        sys.stderr.write(f"toolbudget: error: cannot serve on {host}:{port}: {exc.strerror or exc}\n")
+        sys.stderr.write(f"toolbudget: error: cannot listen on {host}:{port}: {exc.strerror or exc}\n")
         sys.exit(WORKER_FAILED)
 
 
