@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import logging
+import threading
 import time
 import zlib
 from collections.abc import Iterator
@@ -17,12 +18,13 @@ import pytest
 import zstandard
 
 from proxy_upstream import Received, ScriptedUpstream, upstream
-from toolbudget import MARKER_RE
+from toolbudget import MARKER_RE, Sessions
 from toolbudget.policy import Policy
 from toolbudget.proxy import ProxyConfig
 from toolbudget.proxy.config import upstreams_of
 from toolbudget.proxy.server import RunningProxy, running
 from toolbudget.proxy.tenancy import tenant_of
+from toolbudget.store import DirStore
 
 BIG = "".join(f"line {i:05d} of a long build log with some words in it\n" for i in range(20_000))
 
@@ -423,6 +425,47 @@ def test_an_answer_cut_off_by_max_tokens_is_escalated_and_returned_whole(
 
 
 # --- tenants --------------------------------------------------------------------------------------
+
+
+class _SlowReads(DirStore):
+    """A directory store whose reads wait while its gate is shut (a store that hangs)."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self.gate = threading.Event()
+        self.gate.set()
+
+    def get(self, session: str, key: str) -> bytes | None:
+        self.gate.wait(10)
+        return super().get(session, key)
+
+
+def test_a_recall_from_a_store_that_hangs_holds_up_no_other_client(up: Any, tmp_path: Path) -> None:
+    store = _SlowReads(tmp_path / "archive")
+    config = ProxyConfig(upstreams=upstreams_of(up[1]), policy=Policy())
+    with (
+        Sessions(store=store, policy=Policy(store_timeout=3.0)) as pool,
+        running(config, sessions=pool) as proxy,
+    ):
+        headers = {"x-claude-code-session-id": "slow"}
+        assert post(proxy, "/v1/messages", tool_history(), **headers).status_code == 200
+        marker = MARKER_RE.search(last(up).body.decode())
+        assert marker is not None and marker["key"]
+        store.gate.clear()
+        answers: list[httpx.Response] = []
+        url = f"{proxy.url}/toolbudget/recall/claude-code-slow/{marker['key']}"
+        reader = threading.Thread(
+            target=lambda: answers.append(httpx.get(url, headers={"x-api-key": "sk-one"}, timeout=30))
+        )
+        reader.start()
+        time.sleep(0.3)  # the recall is waiting on the store
+        started = time.monotonic()
+        assert httpx.get(proxy.url + "/healthz", timeout=10).status_code == 200
+        assert time.monotonic() - started < 0.5
+        assert not answers
+        store.gate.set()
+        reader.join(30)
+    assert answers and answers[0].status_code == 200 and answers[0].text == BIG
 
 
 def test_one_credential_cannot_recall_anothers_keys(proxy: RunningProxy, up: Any) -> None:

@@ -166,7 +166,7 @@ class Proxy:
         if route.kind == "healthz":
             return web.json_response({"status": "ok"})
         if route.kind == "recall":
-            return self._recall(request)
+            return await self._recall(request)
         started = time.perf_counter()
         try:
             if route.kind == "passthrough":
@@ -447,17 +447,20 @@ class Proxy:
 
     # --- the proxy's own recall ----------------------------------------------------------
 
-    def _recall(self, request: web.Request) -> web.Response:
-        """``GET /toolbudget/recall/SESSION/KEY``: an archived original, in the caller's namespace only."""
+    async def _recall(self, request: web.Request) -> web.Response:
+        """``GET /toolbudget/recall/SESSION/KEY``: an archived original, in the caller's namespace only.
+
+        The store is read on a thread: a store that hangs holds up this
+        request for its bound, never the loop and the other clients' bytes.
+        """
         parts = request.path.split("/")
         if len(parts) != 5 or not parts[3] or not parts[4]:
             return _error("openai", 404, "use /toolbudget/recall/SESSION/KEY")
         tenant = tenant_of(request.headers)
         # The id as the client names it, or as x-toolbudget-session shows it: in the caller's namespace.
         named = parts[3] if parts[3].startswith(f"{tenant}-") else f"{tenant}-{parts[3]}"
-        session = self.sessions.get(named)
         try:
-            text = session.original(parts[4])
+            text = await asyncio.to_thread(self._original, named, parts[4])
         except NotFoundError as exc:
             self.metrics.recalls.labels("not_found").inc()
             return _error("openai", 404, str(exc))
@@ -466,6 +469,9 @@ class Proxy:
             return _error("openai", 503, f"the archive could not be read: {exc}")
         self.metrics.recalls.labels("found").inc()
         return web.Response(text=text, content_type="text/plain", charset="utf-8")
+
+    def _original(self, session_id: str, key: str) -> str:
+        return self.sessions.get(session_id).original(key)
 
     # --- accounting ----------------------------------------------------------------------
 
