@@ -152,6 +152,13 @@ def _output_path(ctx: click.Context, param: click.Parameter, value: str | None) 
     return value
 
 
+def _output_option(what: str) -> Callable[[F], F]:
+    """The ``-o/--output`` option of a command that writes ``what``, checked before any work."""
+    return click.option(
+        "-o", "--output", "out", callback=_output_path, help=f"Where to write {what} (stdout by default)."
+    )
+
+
 def write_output(data: bytes, out: str | None) -> None:
     if out is None or out == "-":
         emit(data if data.endswith(b"\n") else data + b"\n")
@@ -297,13 +304,7 @@ def validate(source: str, api: str | None) -> None:
 @main.command()
 @click.argument("source", default="-", metavar="[FILE|-]")
 @click.option("--api", type=API_CHOICE, help="The body's wire API (told from its shape when left out).")
-@click.option(
-    "-o",
-    "--output",
-    "out",
-    callback=_output_path,
-    help="Where to write the repaired body (stdout by default).",
-)
+@_output_option("the repaired body")
 @click.option("--report", callback=_output_path, help="Write what was repaired as JSON here.")
 @click.option(
     "--close-pending", is_flag=True, help="Also close trailing calls that are still waiting to run."
@@ -354,9 +355,7 @@ def repair(source: str, api: str | None, out: str | None, report: str | None, cl
 @main.command()
 @click.argument("transcript")
 @click.option("--to", "api", type=API_CHOICE, required=True, help="The wire API to write.")
-@click.option(
-    "-o", "--output", "out", callback=_output_path, help="Where to write the body (stdout by default)."
-)
+@_output_option("the body")
 @click.option("--conversation", "which", help="Which conversation of the file (its id or index).")
 @click.option("--all", "every", is_flag=True, help="Write every conversation, one body per line.")
 @click.option("--model", help="The model to name in the body (the transcript's own by default).")
@@ -413,13 +412,7 @@ def convert(
     "--session", help="The session id (derived from the conversation when left out).", callback=_session_id
 )
 @click.option("--store", "store_url", help="Archive store URL: dir:PATH, sqlite:PATH, redis://..., memory:.")
-@click.option(
-    "-o",
-    "--output",
-    "out",
-    callback=_output_path,
-    help="Where to write the managed body (stdout by default).",
-)
+@_output_option("the managed body")
 @click.option("--report", callback=_output_path, help="Write what was done as JSON here.")
 @click.option(
     "--strict",
