@@ -42,7 +42,7 @@ from .proxy.setup import AGENTS as PROXY_AGENTS
 from .proxy.setup import setup_lines
 from .recall import key_of, parse_query
 from .session import Session
-from .store import DirStore, check_store_url, open_store
+from .store import DirStore, open_store
 from .transcripts import Transcript, TranscriptWarning, load_transcript
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -952,17 +952,14 @@ def proxy(
     if absent:
         fail(f"the proxy needs {' and '.join(absent)}: pip install 'toolbudget[proxy]'")
     try:
-        policy = policy_from_file(config_file)
         config = ProxyConfig(
             upstreams=upstreams_of(
                 upstream, anthropic=anthropic_upstream, openai=openai_upstream, gemini=gemini_upstream
             ),
             store=store_url,
-            policy=policy,
+            policy=policy_from_file(config_file),
             report_headers=report_headers,
         )
-        # Each process opens the store once it serves: a URL that names none is said here, in one line.
-        check_store_url(store_url if store_url is not None else policy.store)
     except ToolbudgetError as exc:
         fail(str(exc))
     from .proxy.server import preflight, serve

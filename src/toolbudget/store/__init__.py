@@ -24,8 +24,6 @@ damaged database, a missing ``redis`` package) raises
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from functools import partial
 from urllib.parse import parse_qsl
 
 from ..errors import InputError
@@ -35,29 +33,15 @@ from .memory import MemoryStore
 from .redis import RedisStore
 from .sqlite import SqliteStore
 
-__all__ = ["DirStore", "MemoryStore", "RedisStore", "SqliteStore", "Store", "check_store_url", "open_store"]
+__all__ = ["DirStore", "MemoryStore", "RedisStore", "SqliteStore", "Store", "open_store"]
 
 _SCHEMES = "memory:, dir:PATH, sqlite:PATH or redis://HOST:PORT/DB"
 
 
 def open_store(url: str | None = None) -> Store:
     """The store ``url`` names; ``None`` is ``dir:``, files in the user's cache directory."""
-    return _opener(url)()
-
-
-def check_store_url(url: str | None) -> None:
-    """Raise the :class:`InputError` :func:`open_store` would raise for ``url``, opening nothing.
-
-    A server that opens its store only once it serves (in each of its
-    processes) checks the URL first, so a typo is one line before it starts.
-    """
-    _opener(url)
-
-
-def _opener(url: str | None) -> Callable[[], Store]:
-    """What opens the store ``url`` names, once ``url`` is read and checked."""
     if url is None:
-        return DirStore
+        return DirStore()
     if not isinstance(url, str):
         raise InputError(f"a store URL is a string, not {type(url).__name__}")
     scheme, colon, rest = url.partition(":")
@@ -67,18 +51,18 @@ def _opener(url: str | None) -> Callable[[], Store]:
     if scheme == "memory":
         if rest:
             raise InputError(f"the memory store takes no path or options: {url!r:.200}")
-        return MemoryStore
+        return MemoryStore()
     if scheme == "dir":
         path, _, query = _local_path(url, rest).partition("?")
         sync = _flag(url, query, "sync")
         ttl, _ = _options(url, query, ("ttl", "sync"))
-        return partial(DirStore, path or None, ttl=ttl, sync=sync)
+        return DirStore(path or None, ttl=ttl, sync=sync)
     if scheme == "sqlite":
         path, _, query = _local_path(url, rest).partition("?")
         ttl, max_bytes = _options(url, query, ("ttl", "max_bytes"))
-        return partial(SqliteStore, path or None, ttl=ttl, max_bytes=max_bytes)
+        return SqliteStore(path or None, ttl=ttl, max_bytes=max_bytes)
     if scheme in ("redis", "rediss"):
-        return partial(RedisStore, url)
+        return RedisStore(url)
     raise InputError(f"unknown store {scheme + ':'!r} in {url!r:.200}; use {_SCHEMES}")
 
 
