@@ -29,7 +29,7 @@ from typing import Any
 import orjson
 
 from .errors import EncodingError, InputError, InvalidJSON, ShapeError
-from .jsonio import ExactFloat, ExactInt, in_order_of, loads, loads_exact, to_body, utf8_error, with_literals
+from .jsonio import ExactFloat, ExactInt, in_order_of, keep_literals, loads, to_body, utf8_error
 from .jsonio import dumps as strict_dumps
 from .transcripts import format_of
 
@@ -192,7 +192,5 @@ def rewritten(item: Input, out: dict[str, Any]) -> bytes:
     """
     out = in_order_of(item.body, out)
     if not item.exact:  # the standard library's reading already holds every literal
-        exact = loads_exact(item.raw)
-        if exact is not None:
-            out = with_literals(out, item.body, exact)
+        out = keep_literals(out, item.body, item.raw)
     return dump(out)

@@ -36,6 +36,7 @@ __all__ = [
     "ExactInt",
     "dumps",
     "in_order_of",
+    "keep_literals",
     "loads",
     "loads_exact",
     "parse_exact",
@@ -322,6 +323,17 @@ def _dumps_exact(value: Any, indent: bool) -> bytes:
         return text.encode("utf-8")
     except UnicodeEncodeError as exc:
         raise EncodingError(f"output would hold a lone surrogate at character {exc.start}") from None
+
+
+def keep_literals(out: Any, parsed: Any, data: bytes | bytearray | memoryview | str) -> Any:
+    """``out``, built from ``parsed`` (the reading of ``data``), with every number it carries over in
+    the literal ``data`` spells it with, where :func:`dumps` would write it another way.
+
+    The one step every writer of a changed body takes (a repair, a managed
+    body, the command line, the proxy): ``out`` itself when no number needs it.
+    """
+    exact = loads_exact(data, parsed)
+    return out if exact is None else with_literals(out, parsed, exact)
 
 
 def with_literals(out: Any, parsed: Any, exact: Any) -> Any:

@@ -48,7 +48,7 @@ from .incremental import (
     parse_entries,
     render_entries,
 )
-from .jsonio import dumps, in_order_of, loads_exact, to_body, with_literals
+from .jsonio import dumps, in_order_of, keep_literals, to_body
 from .marker import is_recall_tool
 from .measure import message_chars, request_chars, request_texts, tokens_of
 from .model import Request, Text, ToolCall, set_origin
@@ -1133,10 +1133,7 @@ class Session:
     ) -> dict[str, Any] | None:
         """The managed body's JSON objects, remembered as the last answer."""
         if out is not None and isinstance(body, (bytes, bytearray, memoryview, str)):
-            exact = loads_exact(body, parsed)
-            if exact is not None:
-                # Some number would not be written back as it came: write its own literal.
-                out = with_literals(out, parsed, exact)
+            out = keep_literals(out, parsed, body)
         # Most requests write nothing new: their report is their repeat's, no copy made.
         repeat = replace(report, keys_written=()) if report.keys_written else report
         self._last = _Last(request, self.policy, out, report, repeat, fixed, trace)

@@ -13,7 +13,7 @@ from typing import Any
 
 from .. import wire
 from ..errors import UnknownAPIError
-from ..jsonio import dumps, in_order_of, loads_exact, to_body, with_literals
+from ..jsonio import dumps, in_order_of, keep_literals, to_body
 from ..model import Message, Part, Request, Text, ToolCall
 from ..wire import tools_for_calls
 from .check import Violation, check, needs_tools, pending_from, thinking_enabled
@@ -171,10 +171,8 @@ def repair(body: Any, api: str | None = None, *, close_pending: bool = False) ->
     remaining = tuple(check_request(fixed))
     out = in_order_of(parsed, wire.render(fixed))
     text = isinstance(body, (bytes, bytearray, memoryview, str))
-    exact = loads_exact(body) if text else None
-    if exact is not None:
-        # Some number would not be written back as it came: write its own literal instead.
-        out = with_literals(out, parsed, exact)
+    if text:
+        out = keep_literals(out, parsed, body)
     if isinstance(body, str):
         return Repaired(dumps(out).decode(), repairs, remaining)
     if text:

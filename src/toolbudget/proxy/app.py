@@ -41,7 +41,7 @@ from aiohttp import ClientError, ClientResponse, ClientSession, ClientTimeout, T
 from ..callreport import CallReport
 from ..errors import InputError, InvalidJSON, NotFoundError, RecoveryExhausted, StoreError, UpstreamError
 from ..flow import ManagedCall, Outcome, adrive, opaque
-from ..jsonio import dumps, loads_exact, utf8_error, with_literals
+from ..jsonio import dumps, keep_literals, utf8_error
 from ..model import Usage
 from ..policy import Policy
 from ..session import Report, Session
@@ -613,8 +613,7 @@ def _written(sent: Any, given: Any, body: bytes) -> bytes:
     number orjson would write another way (``1E5``, ``1.50``, more digits than
     a double holds) travels as the client wrote it, as through the library.
     """
-    exact = loads_exact(body, given)
-    return dumps(sent if exact is None else with_literals(sent, given, exact))
+    return dumps(keep_literals(sent, given, body))
 
 
 def _read_answer(answer: Any) -> Mapping[str, Any] | None:
