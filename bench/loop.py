@@ -43,7 +43,6 @@ import argparse
 import gc
 import hashlib
 import statistics
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -51,7 +50,7 @@ from typing import Any
 
 import orjson
 
-from _shared import REPO, add_paths, conversations, json_round_trip, require_trajectories
+from _shared import REPO, add_paths, conversations, json_round_trip, require_trajectories, store_scratch
 from toolbudget import to_request
 from toolbudget.model import Conversation, Message, ToolCall, ToolResult
 from toolbudget.policy import Policy
@@ -413,7 +412,7 @@ def main() -> None:
         f"{'session':<62} {'reqs':>5} {'MB':>5} {'loop':>6} {'p95':>6} {'p95L':>6} {'fresh':>6} "
         f"{'fresh ms':>8} {'same':>5} {'hr/ours':>8}"
     )
-    with tempfile.TemporaryDirectory() as tmp:
+    with store_scratch() as tmp:
         for name, conversation, every, repeat in cases:
             store = args.store or f"dir:{tmp}"
             row = run_loop(name, conversation, store, policy, compress, every, args.per_request, repeat)

@@ -81,7 +81,7 @@ import orjson
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from _shared import REPO, conversations, require_trajectories  # noqa: E402
+from _shared import REPO, conversations, require_trajectories, scratch_parent, store_scratch  # noqa: E402
 
 UPSTREAM_REPLY = orjson.dumps(
     {
@@ -427,7 +427,7 @@ def overhead(args: argparse.Namespace) -> None:
     with process(__file__, "_upstream", str(up_port)):
         wait_for(up_port)
         upstream = f"http://127.0.0.1:{up_port}"
-        store = f"dir:{Path(os.environ.get('TMPDIR', '/tmp')) / f'toolbudget-bench-{os.getpid()}'}"
+        store = f"dir:{scratch_parent() / f'toolbudget-bench-{os.getpid()}'}"
         with process(
             "-m", "toolbudget", "proxy", "--port", str(proxy_port), "--upstream", upstream, "--store", store,
             "--workers", str(args.workers),
@@ -796,7 +796,7 @@ def agents(args: argparse.Namespace) -> None:
         upstream = f"http://127.0.0.1:{up_port}"
         children = {}
         for name, src in timed:
-            directory = Path(os.environ.get("TMPDIR", "/tmp")) / f"toolbudget-agents-{os.getpid()}-{name}"
+            directory = scratch_parent() / f"toolbudget-agents-{os.getpid()}-{name}"
             store = args.baseline_store if name == "baseline" and args.baseline_store else f"dir:{directory}"
             profile = args.profile if name == "proxy" and args.profile else ""
             argv = (__file__, "_timed_proxy", str(ports[name]), upstream, store, profile, args.manage)
@@ -870,7 +870,7 @@ def agents(args: argparse.Namespace) -> None:
         f"parse + manage + write in one process: p50 {pct(managed, 0.5):.2f} ms, "
         f"p99 {pct(managed, 0.99):.2f} ms"
     )
-    with tempfile.TemporaryDirectory(prefix="toolbudget-agents-") as scratch:
+    with store_scratch("toolbudget-agents-") as scratch:
         alike = manage_growing(requests, args.clients, f"dir:{scratch}", timed=True)
     print(
         "the same on a dir: store, told each arrival as the proxy is (its records written later): "
@@ -904,7 +904,6 @@ def headroom_proxy(executable: str | None, upstream: str) -> Iterator[str | None
     if executable is None:
         yield None
         return
-    import tempfile
 
     port = free_port()
     home = tempfile.mkdtemp(prefix="headroom-home-")
@@ -1010,7 +1009,7 @@ def soak(args: argparse.Namespace) -> None:
     with process(__file__, "_upstream", str(up_port)):
         wait_for(up_port)
         upstream = f"http://127.0.0.1:{up_port}"
-        store = f"dir:{Path(os.environ.get('TMPDIR', '/tmp')) / f'toolbudget-soak-{os.getpid()}'}"
+        store = f"dir:{scratch_parent() / f'toolbudget-soak-{os.getpid()}'}"
         with process(
             "-m", "toolbudget", "proxy", "--port", str(proxy_port), "--upstream", upstream, "--store", store
         ) as child:

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import orjson
 
-from _shared import REPO
+from _shared import REPO, store_scratch
 from toolbudget.store import DirStore, RedisStore, SqliteStore, Store
 
 SIZES = (100, 300, 1000, 2000)
@@ -52,7 +52,7 @@ def main() -> None:
     parser.add_argument("--out", default=str(REPO / "bench" / "results" / "stores.json"))
     args = parser.parse_args()
     rows = []
-    with tempfile.TemporaryDirectory() as tmp:
+    with store_scratch() as tmp:
         stores: dict[str, Callable[[], Store]] = {
             "dir": lambda: DirStore(tempfile.mkdtemp(dir=tmp), sweep=False),
             "dir-sync": lambda: DirStore(tempfile.mkdtemp(dir=tmp), sweep=False, sync=True),

@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import gc
 import statistics
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -37,7 +36,7 @@ from typing import Any
 
 import orjson
 
-from _shared import REPO, add_paths, conversations, require_trajectories
+from _shared import REPO, add_paths, conversations, require_trajectories, store_scratch
 from loop import LARGE, MODEL, best_round_trip, request_bodies, warm_up
 from toolbudget import to_request
 from toolbudget.incremental import Prefix, entries_after, parse_entries
@@ -130,7 +129,7 @@ def main() -> None:
         f"{'p95 floor':>9} {'p95 +prefix':>11} {'p95 manage':>10} {'p95 manage L':>12}"
     )
     out = []
-    with tempfile.TemporaryDirectory() as tmp:
+    with store_scratch() as tmp:
         for name, conversation in longest:
             rows = session_floor(conversation, policy, f"dir:{tmp}", args.repeat)["requests"]
             floor = [r["parse"] + r["pairing"] + r["report"] for r in rows]
