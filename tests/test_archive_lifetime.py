@@ -187,6 +187,27 @@ def test_nobody_holding_an_archive_for_its_ttl_removes_it_but_never_a_live_one(t
     assert store.get("held", key) is None
 
 
+def test_a_session_holds_its_archive_from_its_first_key_and_never_before(tmp_path: Path) -> None:
+    small, big = history(["ok\n"] * 3), history(["ok\n"] * 3 + outputs(1))
+    with Session("late", store=f"dir:{tmp_path}", policy=POLICY) as session:
+        assert session.manage(small, "anthropic").report.cuts == ()
+        assert not (tmp_path / "toolbudget-late").exists()  # nothing cut, nothing made on disk
+        managed = session.manage(big, "anthropic")
+        (key,) = [key for key, _ in markers_of(managed.body)]
+        assert key is not None
+        held = list((tmp_path / "toolbudget-late" / "holders").iterdir())
+        assert len(held) == 1
+        assert DirStore(tmp_path, sweep=False).live_holders("late") == [held[0].name]
+    # A session started again that only names keys already kept holds them too.
+    with Session("late", store=f"dir:{tmp_path}", policy=POLICY) as again:
+        again.manage(big, "anthropic")
+        assert len(list((tmp_path / "toolbudget-late" / "holders").iterdir())) == 1
+        store = DirStore(tmp_path, ttl=0.001, sweep=False)
+        time.sleep(0.01)
+        assert store.sweep() == []  # past its TTL, but held
+    assert not list((tmp_path / "toolbudget-late" / "holders").iterdir())
+
+
 def test_close_never_raises_out_of_the_with_block(tmp_path: Path) -> None:
     body = history(outputs(1))
     with Session("gone-root", store=f"dir:{tmp_path / 'root'}", policy=POLICY) as session:

@@ -432,6 +432,7 @@ class _SessionArchive(Archive):
             self.still(key, text)
         else:
             # Outside a request's batch (recovery): kept now, within the request's time.
+            session._hold()
             session._store_call(session.store.put, session.id, key, text.encode("utf-8", "surrogatepass"))
             session._keys_this_call.append(key)
         return key, session.store.location(session.id, key)
@@ -449,6 +450,7 @@ class _SessionArchive(Archive):
             return
         # Outside a request's batch (recovery), like ``keep``: kept now, within the request's time.
         session = self.session
+        session._hold()
         with contextlib.suppress(StoreError):
             session._store_call(session.store.put, session.id, key, text.encode("utf-8", "surrogatepass"))
 
@@ -473,6 +475,7 @@ class _SessionArchive(Archive):
             return frozenset()
         pending = pending or {}
         session = self.session
+        session._hold()
         keys = sorted(pending)
         try:
             store = session.store
@@ -862,10 +865,20 @@ class Session:
     def _bind(self, request: Request) -> None:
         if self._id is None:
             self._id = conversation_id(request)
-        self._hold()
+        if self._holder is not None:
+            self._hold()  # renewed when due; the first hold waits for the first key (``flush``)
 
     def _hold(self) -> None:
-        """Hold this session's directory in the store, or renew the hold when it is due."""
+        """Hold this session's directory in the store, or renew the hold when it is due.
+
+        A session holds from the first time a request of it has a key to check
+        or an entry to write, not from its first request: until a marker names
+        a key there is nothing a sweep could take from it, and a session that
+        never cuts anything (most of an agent's first, small requests; many
+        whole sessions) then never makes a directory at all. Making one is the
+        costliest step of a session's first request (a directory, a holder
+        file and a stamp, several times the request's JSON round trip).
+        """
         assert self._id is not None
         store = self._store
         if not isinstance(store, DirStore) or self._closed:
