@@ -334,12 +334,54 @@ def test_a_body_that_is_not_json_gets_the_apis_own_error_and_nothing_goes_upstre
     assert up[0].received == []
 
 
-def test_a_body_of_the_wrong_shape_is_refused_in_one_line(proxy: RunningProxy, up: Any) -> None:
-    answer = post(proxy, "/v1/messages", {"model": "m", "max_tokens": 5, "messages": "hello"})
-    assert answer.status_code == 400
-    message = answer.json()["error"]["message"]
-    assert "messages" in message and "\n" not in message
-    assert up[0].received == []
+ANTHROPIC_REFUSAL = (
+    b'{"type":"error","error":{"type":"invalid_request_error",'
+    b'"message":"messages: Input should be a valid list"},"request_id":"req_shape"}'
+)
+
+
+def test_a_history_toolbudget_cannot_read_goes_upstream_as_sent_and_the_providers_own_error_comes_back(
+    proxy: RunningProxy, up: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="toolbudget.proxy")
+    up[0].script.append((400, ANTHROPIC_REFUSAL))
+    raw = b'{"model":"m","max_tokens":5,"messages":"hello"}'
+    answer = post(proxy, "/v1/messages", raw)
+    # The client's retries match the provider's wording, so it is the provider who answers.
+    assert answer.status_code == 400 and answer.content == ANTHROPIC_REFUSAL
+    assert [got.body for got in up[0].received] == [raw]
+    lines = [r.getMessage() for r in caplog.records if r.name == "toolbudget.proxy"]
+    noted = [orjson.loads(line) for line in lines if "sent unmanaged" in line]
+    assert len(noted) == 1 and "messages" in noted[0]["note"] and noted[0]["status"] == 400
+    assert 'toolbudget_unmanaged_total{api="anthropic"} 1.0' in httpx.get(proxy.url + "/metrics").text
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_block_type_newer_than_toolbudget_does_not_stop_the_agent(
+    proxy: RunningProxy, up: Any, stream: bool
+) -> None:
+    body = tool_history()
+    body["stream"] = stream
+    body["messages"][0]["content"] = [
+        {"type": "text", "text": "fix the bug"},
+        {"type": "a_block_type_from_next_year", "payload": {"n": 1e5}},
+    ]
+    raw = orjson.dumps(body)
+    answer = post(proxy, "/v1/messages", raw)
+    assert answer.status_code == 200
+    if stream:
+        assert "event: message_stop" in answer.text
+    else:
+        assert answer.json()["content"][0]["text"].startswith("seen ")
+    # Not managed, not rewritten: the bytes the client sent, the oversized result and all.
+    assert last(up).body == raw
+
+
+def test_an_unreadable_count_tokens_body_is_counted_upstream_as_sent(proxy: RunningProxy, up: Any) -> None:
+    raw = b'{"model":"m","messages":[{"role":"user","content":[{"type":"a_new_block"}]}]}'
+    answer = post(proxy, "/v1/messages/count_tokens", raw)
+    assert answer.status_code == 200 and answer.json() == {"input_tokens": len(raw) // 4}
+    assert last(up).body == raw
 
 
 def test_an_upstream_error_goes_back_unmodified_with_its_status(proxy: RunningProxy, up: Any) -> None:

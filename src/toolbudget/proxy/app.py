@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
 import logging
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -39,7 +40,15 @@ import orjson
 from aiohttp import ClientError, ClientResponse, ClientSession, ClientTimeout, TCPConnector, web
 
 from ..callreport import CallReport
-from ..errors import InputError, InvalidJSON, NotFoundError, RecoveryExhausted, StoreError, UpstreamError
+from ..errors import (
+    InputError,
+    InvalidJSON,
+    NotFoundError,
+    RecoveryExhausted,
+    ShapeError,
+    StoreError,
+    UpstreamError,
+)
 from ..flow import ManagedCall, Outcome, adrive, opaque
 from ..jsonio import dumps, keep_literals, utf8_error
 from ..model import Usage
@@ -64,6 +73,8 @@ _log = logging.getLogger("toolbudget.proxy")
 _JSON = "application/json"
 CLIENT_CLOSED = 499
 """The status a request's log line and metrics give it when its client went away before the answer ended."""
+_LARGE_BODY = 1 << 20
+"""aiohttp's own threshold for a body it would rather read from a buffer."""
 
 
 def arrival_time() -> float:
@@ -224,6 +235,8 @@ class Proxy:
         tenant = tenant_of(request.headers)
         try:
             session = self.sessions.for_request(given, api=route.api, headers=request.headers, tenant=tenant)
+        except ShapeError as exc:
+            return await self._unmanaged(request, route, exc)
         except InputError as exc:
             return self._done(route, _error(route.family, 400, str(exc)), started)
         if route.kind == "count":
@@ -249,6 +262,10 @@ class Proxy:
         outcome: Outcome | None = None
         try:
             outcome = await (adrive(call, send) if self.offload is None else self.offload.drive(call, send))
+        except ShapeError as exc:
+            if "manage" in timing:  # something went upstream already: it is not sent twice
+                return self._done(route, _error(route.family, 400, str(exc)), started)
+            return await self._unmanaged(request, route, exc)
         except InputError as exc:
             return self._done(route, _error(route.family, 400, str(exc)), started)
         except RecoveryExhausted as exc:
@@ -295,7 +312,7 @@ class Proxy:
         """Post one body upstream: a stream's open response, or the whole answer; an error status raises."""
         assert self.client is not None
         sent = [*headers, ("Accept-Encoding", "identity")]
-        response = await self.client.post(url, data=data, headers=sent)
+        response = await self.client.post(url, data=_payload(data), headers=sent)
         try:
             if response.status >= 400:
                 raw = await response.read()
@@ -374,6 +391,8 @@ class Proxy:
                 managed = session.manage(given, route.api)
             else:
                 managed = await self.offload.run(session.manage, given, route.api)
+        except ShapeError as exc:
+            return await self._unmanaged(request, route, exc)
         except InputError as exc:
             return self._done(route, _error(route.family, 400, str(exc)), started)
         data = body if managed.body is given else _written(managed.body, given, body)
@@ -405,17 +424,34 @@ class Proxy:
 
     # --- passthrough ---------------------------------------------------------------------
 
-    async def _passthrough(self, request: web.Request, route: Route) -> web.StreamResponse:
+    async def _unmanaged(self, request: web.Request, route: Route, exc: ShapeError) -> web.StreamResponse:
+        """A body whose history toolbudget cannot read goes upstream as the client sent it.
+
+        A block type, role or field newer than this version is the usual cause: the provider
+        may take it, and then the agent goes on (unmanaged for this request). When the
+        provider refuses it, the client gets the provider's own error, whose wording its
+        retries match, not toolbudget's. The log line says why; ``toolbudget_unmanaged_total``
+        counts them.
+        """
+        self.metrics.unmanaged.labels(route.api or "passthrough").inc()
+        # Read already (aiohttp keeps the bytes as they came, before any content-encoding is undone).
+        raw = await request.read()
+        return await self._passthrough(request, route, raw, note=f"sent unmanaged: {exc}")
+
+    async def _passthrough(
+        self, request: web.Request, route: Route, data: bytes | None = None, note: str | None = None
+    ) -> web.StreamResponse:
         """Any other request: method, path, query, body and headers as they came; the answer likewise."""
         assert self.client is not None
         started = time.perf_counter()
         url = upstream_url(self.config.upstream(route.family), request.path_qs)
-        data = await request.read() if request.can_read_body else None
+        if data is None and request.can_read_body:
+            data = await request.read()
         try:
             upstream = await self.client.request(
                 request.method,
                 url,
-                data=data,
+                data=_payload(data),
                 headers=forwarded(request.headers.items()),
                 allow_redirects=False,
             )
@@ -442,7 +478,7 @@ class Proxy:
         finally:
             upstream.release()
         self.metrics.modified.inc(read - written)
-        self._finish(route, upstream.status, started, None, None)
+        self._finish(route, upstream.status, started, None, None, note)
         return answer
 
     # --- the proxy's own recall ----------------------------------------------------------
@@ -541,12 +577,18 @@ class Proxy:
         return answer
 
     def _finish(
-        self, route: Route, status: int, started: float, report: CallReport | None, usage: Usage | None
+        self,
+        route: Route,
+        status: int,
+        started: float,
+        report: CallReport | None,
+        usage: Usage | None,
+        note: str | None = None,
     ) -> None:
         elapsed = time.perf_counter() - started
         self.metrics.requests.labels(route.api or "passthrough", str(status)).inc()
         self.metrics.request_seconds.observe(elapsed)
-        self._log(route, status, started, report, usage)
+        self._log(route, status, started, report, usage, note)
 
     def _log(
         self,
@@ -555,9 +597,10 @@ class Proxy:
         started: float,
         report: CallReport | None,
         usage: Usage | None,
+        note: str | None = None,
     ) -> None:
         """One line per request: what was done and how big, never a body or a credential."""
-        if not _log.isEnabledFor(logging.INFO):
+        if note is None and not _log.isEnabledFor(logging.INFO):
             return
         line: dict[str, Any] = {
             "api": route.api or "passthrough",
@@ -584,6 +627,10 @@ class Proxy:
                 usage_cache_read=usage.cache_read,
                 usage_cache_write=usage.cache_write,
             )
+        if note is not None:
+            line["note"] = " ".join(note.split())[:300]
+            _log.warning(orjson.dumps(line).decode())
+            return
         _log.info(orjson.dumps(line).decode())
 
 
@@ -637,6 +684,12 @@ def _copy_headers(answer: web.StreamResponse, pairs: Any) -> None:
         pairs = _pairs(pairs)
     for name, value in forwarded(pairs):
         answer.headers.add(name, value)
+
+
+def _payload(data: bytes | None) -> bytes | io.BytesIO | None:
+    """A body for aiohttp: over a mebibyte it is written from a buffer in pieces, as aiohttp asks
+    (it warns that raw bytes that large may hold up the event loop)."""
+    return io.BytesIO(data) if data is not None and len(data) > _LARGE_BODY else data
 
 
 def _upstream_error(error: UpstreamError) -> web.Response:

@@ -58,6 +58,12 @@ class Metrics:
         self.store_fallbacks = Counter(
             "toolbudget_store_fallbacks", "Cuts whose original the store could not keep.", registry=r
         )
+        self.unmanaged = Counter(
+            "toolbudget_unmanaged",
+            "Requests sent upstream as the client sent them: their history could not be read.",
+            ["api"],
+            registry=r,
+        )
         self.recalls = Counter(
             "toolbudget_recalls", "Recalls through the proxy, by outcome.", ["outcome"], registry=r
         )
