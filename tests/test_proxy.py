@@ -377,6 +377,16 @@ def test_a_block_type_newer_than_toolbudget_does_not_stop_the_agent(
     assert last(up).body == raw
 
 
+def test_a_number_past_a_doubles_range_goes_upstream_as_written(proxy: RunningProxy, up: Any) -> None:
+    raw = orjson.dumps(tool_history()).replace(b'"kept":[1,', b'"kept":[1e400,')
+    assert b"1e400" in raw
+    reply = b'{"type":"message","role":"assistant","content":[{"type":"text","text":"done"}]}'
+    up[0].script.append((200, reply))
+    answer = post(proxy, "/v1/messages", raw)
+    assert answer.status_code == 200 and answer.content == reply
+    assert last(up).body == raw
+
+
 def test_an_unreadable_count_tokens_body_is_counted_upstream_as_sent(proxy: RunningProxy, up: Any) -> None:
     raw = b'{"model":"m","messages":[{"role":"user","content":[{"type":"a_new_block"}]}]}'
     answer = post(proxy, "/v1/messages/count_tokens", raw)

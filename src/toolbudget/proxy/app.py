@@ -223,6 +223,8 @@ class Proxy:
             return self._done(route, body, started)
         try:
             parsed = _read_json(body)
+        except _BeyondDouble as exc:
+            return await self._unmanaged(request, route, exc)
         except InputError as exc:
             return self._done(route, _error(route.family, 400, str(exc)), started)
         if not isinstance(parsed, dict):
@@ -424,10 +426,11 @@ class Proxy:
 
     # --- passthrough ---------------------------------------------------------------------
 
-    async def _unmanaged(self, request: web.Request, route: Route, exc: ShapeError) -> web.StreamResponse:
+    async def _unmanaged(self, request: web.Request, route: Route, exc: InputError) -> web.StreamResponse:
         """A body whose history toolbudget cannot read goes upstream as the client sent it.
 
-        A block type, role or field newer than this version is the usual cause: the provider
+        A block type, role or field newer than this version is the usual cause, or a number
+        past a double's range (valid JSON that orjson does not read): the provider
         may take it, and then the agent goes on (unmanaged for this request). When the
         provider refuses it, the client gets the provider's own error, whose wording its
         retries match, not toolbudget's. The log line says why; ``toolbudget_unmanaged_total``
@@ -648,9 +651,15 @@ def _read_json(body: bytes) -> Any:
     try:
         return orjson.loads(body)
     except orjson.JSONDecodeError as exc:
+        if "infinity" in str(exc):
+            raise _BeyondDouble(f"the request body holds a number past a double's range: {exc}") from None
         raise utf8_error(body, "the request body") or InvalidJSON(
             f"the request body is not JSON: {exc}"
         ) from None
+
+
+class _BeyondDouble(InvalidJSON):
+    """Valid JSON with a number orjson cannot hold (``1e400``): sent upstream unmanaged, not refused."""
 
 
 def _written(sent: Any, given: Any, body: bytes) -> bytes:
