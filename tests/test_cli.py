@@ -540,6 +540,20 @@ def test_compact_refuses_a_store_that_dies_with_it(tmp_path: Path) -> None:
         assert "memory:" in line and "dir:PATH" in line and "sqlite:PATH" in line
 
 
+def test_compact_refuses_a_store_that_does_not_answer_and_writes_nothing(tmp_path: Path) -> None:
+    source = tmp_path / "body.json"
+    source.write_bytes(orjson.dumps(BROKEN))
+    out = tmp_path / "out.json"
+    # Nothing listens on port 1: every cut's marker would promise an original no one kept.
+    line = one_line_error(cli("compact", str(source), "--store", "redis://127.0.0.1:1/0", "-o", str(out)))
+    assert "does not answer" in line and "redis://127.0.0.1:1" in line
+    assert not out.exists()
+    # A store that answers is used as before.
+    done = cli("compact", str(source), "--store", f"sqlite:{tmp_path / 'a.db'}", "-o", str(out))
+    assert done.returncode == 0, done.stderr
+    assert out.stat().st_size > 0
+
+
 # --------------------------------------------------------------------------- the same count on every API
 
 

@@ -34,7 +34,7 @@ from . import wire
 from .cli_input import Input, dump, read_bodies, rewritten
 from .cli_progress import Bar, progress_option
 from .convert import to_request
-from .errors import InputError, NotFoundError, ToolbudgetError
+from .errors import InputError, NotFoundError, StoreError, ToolbudgetError
 from .jsonio import dumps
 from .pairing import check_request, repair_request
 from .policy import COMPACTION_MODES, ConfigWarning, Policy, Sourced, setting_docs, show_value
@@ -447,6 +447,7 @@ def compact(
         )
     inputs = read_bodies(read_input(source), _name(source))
     policy = load_policy(flags).policy
+    _store_answers(store_url if store_url is not None else policy.store)
     written: list[bytes] = []
     reports: list[dict[str, Any]] = []
     short = False
@@ -467,6 +468,30 @@ def compact(
         Path(report).write_bytes(dumps(reports if _many(inputs) else reports[0], indent=True))
     if strict and short:
         sys.exit(1)
+
+
+def _store_answers(url: str | None) -> None:
+    """Refuse a store that is down before anything is cut (exit 2).
+
+    A session meeting a store that fails carries on, its cuts marked "could
+    not be kept": an agent's next request must not fail for it. A command
+    asked to archive into a store that does not answer at all would write a
+    body whose every cut promises nothing; better to say so and write nothing.
+    """
+    try:
+        store = open_store(url)
+    except InputError as exc:
+        fail(str(exc))
+    try:
+        store.missing(_PROBE_SESSION, [_PROBE_KEY])
+    except StoreError as exc:
+        fail(f"the store does not answer, so no cut could be recalled: {exc}")
+    finally:
+        store.close()
+
+
+_PROBE_SESSION = "toolbudget-probe"
+_PROBE_KEY = "0" * 32
 
 
 def _compact_summary(r: Any, prefix: str) -> None:
