@@ -408,6 +408,9 @@ def test_anthropic_overflow_is_recovered_on_retry(session: Session) -> None:
     assert report.level >= 1
     assert report.recovery.errors[0].kind is ErrorKind.CONTEXT_OVERFLOW
     assert report.complete
+    # What was answered is the smaller history: its estimate, not the refused one's.
+    assert report.tokens_sent == report.attempts[-1].tokens < report.managed.tokens_after
+    assert report.tokens_sent * 4 <= len(json.dumps(upstream.bodies[1]))
     assert "toolbudget_report" not in answer.to_json()
 
 

@@ -432,13 +432,19 @@ def test_an_overflow_is_recovered_at_the_next_level_before_any_byte(tmp_path: Pa
             {"role": "assistant", "content": "ok"},
         ]
     with upstream(ScriptedUpstream(limit_chars=30_000)) as (up, url):
-        config = ProxyConfig(upstreams=upstreams_of(url), store=f"dir:{tmp_path}", policy=Policy())
+        config = ProxyConfig(
+            upstreams=upstreams_of(url), store=f"dir:{tmp_path}", policy=Policy(), report_headers=True
+        )
         with running(config) as proxy:
             answer = post(proxy, "/v1/messages", body)
             assert answer.status_code == 200, answer.text
             assert len(up.received) >= 2
             assert b"prompt is too long" not in answer.content
             assert len(up.received[-1].body) <= 30_000 < len(up.received[0].body)
+            # The headers tell of the history that was answered, not of the one refused.
+            assert int(answer.headers["x-toolbudget-level"]) >= 1
+            after = int(answer.headers["x-toolbudget-tokens-after"])
+            assert after * 4 <= len(up.received[-1].body) < int(answer.headers["x-toolbudget-tokens-before"])
             streamed = post(proxy, "/v1/messages", {**body, "stream": True})
             assert streamed.status_code == 200 and b"event: message_stop" in streamed.content
             metrics = httpx.get(proxy.url + "/metrics").text

@@ -48,6 +48,13 @@ class CallReport:
         return self.recovery.level
 
     @property
+    def tokens_sent(self) -> int:
+        """The estimated tokens of the history that got the answer: the last recovery level's, when
+        the history as managed (``managed.tokens_after``) was refused as too long."""
+        attempts = self.recovery.attempts
+        return attempts[-1].tokens if attempts else self.managed.tokens_after
+
+    @property
     def attempts(self) -> tuple[Attempt, ...]:
         return self.recovery.attempts
 

@@ -521,7 +521,9 @@ class Proxy:
         managed: Report = climb.managed.report
         m = self.metrics
         m.tokens.labels("before", "none").inc(managed.tokens_before)
-        m.tokens.labels("after", "none").inc(managed.tokens_after)
+        m.tokens.labels("after", "none").inc(
+            report.tokens_sent if report is not None else managed.tokens_after
+        )
         m.results_cut.inc(managed.results_cut)
         m.store_fallbacks.inc(managed.store_fallbacks)
         for cut in managed.cuts:
@@ -569,7 +571,7 @@ class Proxy:
         managed = report.managed
         answer.headers["x-toolbudget-session"] = managed.session
         answer.headers["x-toolbudget-tokens-before"] = str(managed.tokens_before)
-        answer.headers["x-toolbudget-tokens-after"] = str(managed.tokens_after)
+        answer.headers["x-toolbudget-tokens-after"] = str(report.tokens_sent)
         answer.headers["x-toolbudget-results-cut"] = str(managed.results_cut)
         answer.headers["x-toolbudget-level"] = str(report.level)
 
@@ -617,7 +619,7 @@ class Proxy:
                 chars_before=managed.chars_before,
                 chars_after=managed.chars_after,
                 tokens_before=managed.tokens_before,
-                tokens_after=managed.tokens_after,
+                tokens_after=report.tokens_sent,
                 results_cut=managed.results_cut,
                 store_fallbacks=managed.store_fallbacks,
                 level=report.level,

@@ -45,7 +45,7 @@ from ..budget import enforce, recall_route
 from ..compaction import Schedule
 from ..errors import StoreError
 from ..marker import marker_line
-from ..measure import CHARS_PER_TOKEN, MARKER_ROOM, estimate_tokens
+from ..measure import CHARS_PER_TOKEN, MARKER_ROOM, estimate_tokens, request_chars, tokens_of
 from ..model import Data, Message, Part, Request, Text, Thinking, ToolCall, ToolResult
 from ..pairing import repair_request
 from ..policy import Policy
@@ -94,6 +94,9 @@ class Attempt:
     cuts: int = 0
     task_keys: tuple[str, ...] = ()
     """Keys of the task's texts, when the task itself had to be cut (recall them by these)."""
+    tokens: int = 0
+    """The history sent at this level in the tokens a :class:`~toolbudget.session.Report` shows
+    (``estimated_tokens`` is calibrated by the provider's own count, to compare with its limit)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,6 +136,19 @@ class _Goal:
         return self.below is None or estimate_tokens(request) < self.below
 
 
+def _tried(
+    level: int,
+    shrunk: Request,
+    factor: float,
+    dropped: int = 0,
+    key: str | None = None,
+    cuts: int = 0,
+    keys: tuple[str, ...] = (),
+) -> Attempt:
+    tokens = tokens_of(request_chars(shrunk))
+    return Attempt(level, estimate_tokens(shrunk, factor), dropped, key, cuts, keys, tokens)
+
+
 def shrink(
     session: Session,
     request: Request,
@@ -169,7 +185,7 @@ def _shrink(
     policy = replace(session.policy.scaled(0.5), compaction="eager")
     if level < 2:
         shrunk, cuts = _budget(session, request, policy)
-        return shrunk, Attempt(level, estimate_tokens(shrunk, factor), cuts=cuts)
+        return shrunk, _tried(level, shrunk, factor, cuts=cuts)
     keep = session.policy.emergency_keep_messages if level == 2 else NUCLEAR_KEEP_MESSAGES
     start = _tail_start(request.messages, keep)
     kept = _drop_before(session, request, start)
@@ -179,13 +195,13 @@ def _shrink(
     if whole_task:
         shrunk, cuts = _budget(session, kept.request, policy)
         if level < 3 or goal.met(shrunk):
-            return shrunk, Attempt(level, estimate_tokens(shrunk, factor), kept.dropped, kept.key, cuts)
+            return shrunk, _tried(level, shrunk, factor, kept.dropped, kept.key, cuts)
         for shrunk, cuts, kept in _further_cuts(session, request, start, policy):
             if goal.met(shrunk):
-                return shrunk, Attempt(3, estimate_tokens(shrunk, factor), kept.dropped, kept.key, cuts)
+                return shrunk, _tried(3, shrunk, factor, kept.dropped, kept.key, cuts)
     for shrunk, cuts, kept, keys in _task_cuts(session, request, policy, goal):
         if goal.met(shrunk):
-            attempt = Attempt(3, estimate_tokens(shrunk, factor), kept.dropped, kept.key, cuts, keys)
+            attempt = _tried(3, shrunk, factor, kept.dropped, kept.key, cuts, keys)
             return shrunk, attempt
     floor, _, _ = _cut_task(session, _core(request), _FLOOR_CHARS)
     needed = estimate_tokens(floor, factor)
