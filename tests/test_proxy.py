@@ -220,6 +220,21 @@ def test_credentials_go_upstream_untouched_and_never_into_the_log(
     assert all(secret not in line and "build log" not in line for line in lines)
 
 
+def test_a_passed_through_or_recall_request_logs_its_path_never_its_query(
+    proxy: RunningProxy, up: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="toolbudget.proxy")
+    secret = "AIza-secret-key-0123"
+    assert httpx.get(f"{proxy.url}/v1beta/models?key={secret}").status_code == 200
+    assert httpx.get(f"{proxy.url}/toolbudget/recall/nobody/{'0' * 32}").status_code == 404
+    lines = [orjson.loads(r.getMessage()) for r in caplog.records if r.name == "toolbudget.proxy"]
+    assert [(line["api"], line["status"], line["path"]) for line in lines] == [
+        ("passthrough", 200, "/v1beta/models"),
+        ("recall", 404, f"/toolbudget/recall/nobody/{'0' * 32}"),
+    ]
+    assert all(secret not in orjson.dumps(line).decode() for line in lines)
+
+
 @pytest.mark.parametrize("stream", [False, True])
 def test_the_log_line_tells_the_usage_the_upstream_stated_whole_or_streamed(
     proxy: RunningProxy, up: Any, caplog: pytest.LogCaptureFixture, stream: bool

@@ -176,9 +176,11 @@ class Proxy:
             return web.Response(body=self.metrics.render(), content_type="text/plain", charset="utf-8")
         if route.kind == "healthz":
             return web.json_response({"status": "ok"})
-        if route.kind == "recall":
-            return await self._recall(request)
         started = time.perf_counter()
+        if route.kind == "recall":
+            answer = await self._recall(request)
+            self._log(route, answer.status, started, None, None, path=request.path)
+            return answer
         try:
             if route.kind == "passthrough":
                 return await self._passthrough(request, route)
@@ -481,7 +483,7 @@ class Proxy:
         finally:
             upstream.release()
         self.metrics.modified.inc(read - written)
-        self._finish(route, upstream.status, started, None, None, note)
+        self._finish(route, upstream.status, started, None, None, note, request.path)
         return answer
 
     # --- the proxy's own recall ----------------------------------------------------------
@@ -589,11 +591,12 @@ class Proxy:
         report: CallReport | None,
         usage: Usage | None,
         note: str | None = None,
+        path: str | None = None,
     ) -> None:
         elapsed = time.perf_counter() - started
         self.metrics.requests.labels(route.api or "passthrough", str(status)).inc()
         self.metrics.request_seconds.observe(elapsed)
-        self._log(route, status, started, report, usage, note)
+        self._log(route, status, started, report, usage, note, path)
 
     def _log(
         self,
@@ -603,15 +606,22 @@ class Proxy:
         report: CallReport | None,
         usage: Usage | None,
         note: str | None = None,
+        path: str | None = None,
     ) -> None:
-        """One line per request: what was done and how big, never a body or a credential."""
+        """One line per request: what was done and how big, never a body or a credential.
+
+        A request that is not a managed call (passed through, or a recall) says its path,
+        without the query, which may hold a key (Gemini's ``?key=``).
+        """
         if note is None and not _log.isEnabledFor(logging.INFO):
             return
         line: dict[str, Any] = {
-            "api": route.api or "passthrough",
+            "api": route.api or route.kind,
             "status": status,
             "ms": round((time.perf_counter() - started) * 1000, 2),
         }
+        if path is not None:
+            line["path"] = path[:200]
         if report is not None:
             managed = report.managed
             line.update(
