@@ -25,8 +25,15 @@ fresh call ids. Every body is an Anthropic Messages body.
 Targets: warm p95 within 3x, loop within 2x, fresh within 5x, Headroom at least
 20x slower than ``manage``.
 
+An agent's requests are seconds apart (the model answers, the tool runs), and
+the loop waits ``--gap-ms`` (25 by default, untimed) before each one. That
+matters to a ``dir:`` store: it checks every key the markers name before each
+request, and a results directory whose time has not moved for 20 ms vouches for
+the keys found there before (see ``toolbudget.store.dir``); requests sent back
+to back (``--gap-ms 0``) look at the directory again each time.
+
     python bench/loop.py [--sessions 10] [--turns 500 2000] [--no-headroom] [--store URL]
-                         [--repeat 3] [--out bench/results/loop.json]
+                         [--repeat 3] [--gap-ms 25] [--out bench/results/loop.json]
 
 A request's ``manage`` is timed once per run; each shared session's loop runs
 ``--repeat`` times (each run a new session of its own id, doing the same work)
@@ -143,6 +150,7 @@ def run_loop(
     headroom_every: int,
     verbose: bool = False,
     repeat: int = 1,
+    gap: float = 0.0,
 ) -> dict[str, Any]:
     """One session's loop, ``repeat`` times over (each time a new session of its own id): each
     request's ``manage`` is the best of its runs, as its round trip is the best of three."""
@@ -155,6 +163,8 @@ def run_loop(
     for run in range(repeat):
         with Session(sid if run == 0 else f"{sid}-{run}", store=store, policy=policy) as session:
             for k, body in enumerate(request_bodies(conversation)):
+                if gap:
+                    time.sleep(gap)  # the model and the tool, between two requests
                 raw = orjson.dumps(body)
                 trip = best_round_trip(raw)
                 gc.disable()
@@ -380,6 +390,9 @@ def main() -> None:
         help="runs of each shared session's loop; each request's best is kept",
     )
     parser.add_argument("--synthetic-repeat", type=int, default=1, help="the same for the synthetic sessions")
+    parser.add_argument(
+        "--gap-ms", type=float, default=25.0, help="untimed wait before each request (an agent's turn)"
+    )
     parser.add_argument("--per-request", action="store_true", help="print every request's ratio")
     parser.add_argument("--breakdown", action="store_true", help="also time the pipeline's parts")
     parser.add_argument(
@@ -415,7 +428,17 @@ def main() -> None:
     with store_scratch() as tmp:
         for name, conversation, every, repeat in cases:
             store = args.store or f"dir:{tmp}"
-            row = run_loop(name, conversation, store, policy, compress, every, args.per_request, repeat)
+            row = run_loop(
+                name,
+                conversation,
+                store,
+                policy,
+                compress,
+                every,
+                args.per_request,
+                repeat,
+                args.gap_ms / 1000,
+            )
             rows.append(row)
             hr = f"{row['headroom_over_manage']:>8.1f}" if "headroom_over_manage" in row else f"{'-':>8}"
             print(
@@ -434,6 +457,7 @@ def main() -> None:
                 print("  fresh: " + "  ".join(f"{k} {v:.2f}x" for k, v in row["fresh_breakdown"].items()))
     summary = {
         "headroom": compress is not None,
+        "gap_ms": args.gap_ms,
         "worst_loop_ratio": max(r["loop_ratio"] for r in rows),
         "worst_p95_ratio": max(r["p95_ratio"] for r in rows),
         "worst_fresh_ratio": max(r["fresh_ratio"] for r in rows),

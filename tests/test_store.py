@@ -570,6 +570,89 @@ def test_dir_workspace_is_the_session_dir(tmp_path: Path) -> None:
     assert not workspace.exists()
 
 
+@pytest.mark.parametrize("count", [3, 40])
+def test_dir_check_of_many_keys_sees_removals_replacements_and_strangers(tmp_path: Path, count: int) -> None:
+    # Past a few keys the check lists the directory once and remembers each file's length by inode.
+    store = DirStore(tmp_path)
+    keys = [f"{n:032x}" for n in range(count)]
+    whole = {key: f"original {key}\n".encode() * 20 for key in keys}
+    sizes = {key: len(data) for key, data in whole.items()}
+    assert store.missing("s1", keys, sizes) == set(keys)
+    assert store.put_many("s1", whole) == set()
+    assert store.missing("s1", keys, sizes) == set()
+    results = tmp_path / "toolbudget-s1" / "tool-results"
+    gone, torn, odd = keys[0], keys[1], keys[2]
+    (results / f"{gone}.txt").unlink()  # a clean, an eviction
+    # Another file under the name (what a crash of another writer could leave): its length is looked at.
+    (results / f"{torn}.txt").unlink()
+    (results / f"{torn}.txt").write_bytes(whole[torn][:5])
+    (results / f"{odd}.txt").unlink()
+    (results / f"{odd}.txt").mkdir()  # not a regular file
+    assert store.missing("s1", keys, sizes) == {gone, torn, odd}
+    assert not (results / f"{torn}.txt").exists()  # the check removed the torn one
+    assert store.missing("s1", keys) == {gone, torn, odd}
+    (results / f"{odd}.txt").rmdir()
+    assert store.put_many("s1", {key: whole[key] for key in (gone, torn, odd)}) == set()
+    assert store.missing("s1", keys, sizes) == set()
+    assert all(store.get("s1", key) == whole[key] for key in keys)
+    # A fresh store instance (a new process) finds a torn entry by its length alone.
+    (results / f"{keys[-1]}.txt").write_bytes(b"torn")
+    assert DirStore(tmp_path).missing("s1", keys, sizes) == {keys[-1]}
+
+
+def _filled(tmp_path: Path, count: int = 12) -> tuple[DirStore, list[str], dict[str, int], Path]:
+    store = DirStore(tmp_path)
+    keys = [f"{n:032x}" for n in range(count)]
+    whole = {key: f"original {key}\n".encode() * 20 for key in keys}
+    assert store.put_many("s1", whole) == set()
+    return (
+        store,
+        keys,
+        {key: len(data) for key, data in whole.items()},
+        tmp_path / "toolbudget-s1" / "tool-results",
+    )
+
+
+def _age(directory: Path, ns: int) -> int:
+    """Set ``directory``'s modification time ``ns`` nanoseconds back from now; returns it."""
+    when = time.time_ns() - ns
+    os.utime(directory, ns=(when, when))
+    return when
+
+
+@pytest.mark.parametrize("count", [3, 40])
+def test_dir_check_trusts_a_quiet_directory_and_sees_every_change_to_it(tmp_path: Path, count: int) -> None:
+    store, keys, sizes, results = _filled(tmp_path, count)
+    _age(results, 5_000_000_001)  # quiet for five seconds: its time vouches for what it holds
+    assert store.missing("s1", keys[:2], sizes) == set()
+    assert store.missing("s1", keys, sizes) == set()  # the keys not asked about before are found
+    (results / f"{keys[0]}.txt").unlink()  # moves the directory's time on
+    assert store.missing("s1", keys, sizes) == {keys[0]}
+    # A key not found before is looked at, even in a directory that did not change.
+    _age(results, 5_000_000_001)
+    assert store.missing("s1", keys, sizes) == {keys[0]}
+    new = f"{999:032x}"
+    assert store.missing("s1", [*keys, new], {**sizes, new: 5}) == {keys[0], new}
+
+
+@pytest.mark.parametrize("ago_ns", [1_000_000, 1_000_000_000])
+def test_dir_check_does_not_trust_a_time_too_recent_to_tell_changes_apart(
+    tmp_path: Path, ago_ns: int
+) -> None:
+    # A removal within the same clock tick leaves the directory's time as it was. A time read
+    # less than a tick old (1 ms), or one in whole seconds read less than two seconds old (a file
+    # system that keeps seconds), cannot vouch: the next check looks again.
+    store, keys, sizes, results = _filled(tmp_path)
+    when = _age(results, ago_ns)
+    if ago_ns >= 1_000_000_000:
+        when -= when % 1_000_000_000
+        os.utime(results, ns=(when, when))
+    assert store.missing("s1", keys, sizes) == set()
+    (results / f"{keys[3]}.txt").unlink()
+    os.utime(results, ns=(when, when))  # what a change in the same tick would leave
+    assert store.missing("s1", keys, sizes) == {keys[3]}
+
+
 def test_dir_keys_ignore_temp_files_and_strangers(tmp_path: Path) -> None:
     store = DirStore(tmp_path)
     store.put("s1", KEY, b"x")

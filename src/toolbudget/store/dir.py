@@ -42,14 +42,24 @@ session that reads an entry back checks it against its key and takes one
 that does not match for missing, which the store contract already handles (a
 marker's key is kept again, or the cut falls back).
 
-A temp file A process killed
-in mid-write leaves that file behind, and nothing else would ever remove it,
+A process killed
+in mid-write leaves its temp file behind, and nothing else would ever remove it,
 so each listing of a session directory, and a store's first write there and
 then one every :data:`PARTS_EVERY` seconds, removes the ``.part`` files there
 older than :data:`STALE_PART_SECONDS`. The age keeps a concurrent writer's live
 temp file safe: it exists only for the moments of one write. Not every write
 lists the directory: that cost each write a read of every entry the session
 holds, so a long session's per-request records grew dearer with its length.
+
+Every request checks that each key its markers name is still held, dozens
+to thousands of them. A directory's modification time changes whenever an
+entry is added or removed, so once a check has found a set of keys while the
+results directory had a given inode and time, a later check that finds the
+same inode and time needs to look only at the keys it has not found before:
+one ``stat`` for the rest. A time is trusted only when it was already
+:data:`RACY_NS` old when read (a change within the same clock tick would
+otherwise leave it as it was), and two seconds old on a file system that
+keeps whole seconds.
 """
 
 from __future__ import annotations
@@ -82,6 +92,11 @@ _HOLDERS = "holders"
 _USED = "used"
 _SWEPT = ".swept"
 _SUFFIX = ".txt"
+_LSTAT_UP_TO = 8
+"""Up to this many keys a check looks at each file; past it, it lists the directory once."""
+RACY_NS = 20_000_000
+"""How old (ns) a directory's modification time must be to vouch for what it holds: past the
+kernel's timestamp tick (at most 10 ms) with room to spare."""
 _PREFIX = "toolbudget-"
 _REMOVING = ".toolbudget-removing-"
 SWEEP_EVERY = 3600.0
@@ -152,6 +167,11 @@ class DirStore(Store):
         """When this store's writes last looked for stale temp files in each results directory."""
         self._dirs: dict[str, str] = {}
         """Each session's directory, by id: worked out on every call, and a pure function of it."""
+        self._lengths: dict[str, dict[str, tuple[int, int]]] = {}
+        """Each results directory's entries this store has looked at: key to (inode, byte length)."""
+        self._found: dict[str, tuple[tuple[int, int], dict[str, int | None]]] = {}
+        """Each results directory's (inode, modification time) when a check found these keys there,
+        with their byte lengths (see the module docstring)."""
         try:
             os.makedirs(self.root, mode=0o700)
         except FileExistsError:
@@ -514,28 +534,60 @@ class DirStore(Store):
         return file if stat.S_ISREG(mode) else None
 
     def _missing(self, session: str, keys: list[str]) -> set[str]:
-        directory = self._existing_session_dir(session)
-        if directory is None:
-            return set(keys)
-        results = os.path.join(directory, _RESULTS)
-        absent: set[str] = set()
-        for key in keys:
-            try:
-                if not stat.S_ISREG(os.lstat(os.path.join(results, key + _SUFFIX)).st_mode):
-                    absent.add(key)
-            except FileNotFoundError:
-                absent.add(key)
-            except OSError as error:
-                raise StoreError(f"cannot look at {results}: {_why(error)}") from error
-        if len(absent) < len(keys):
-            self._stamp_now_and_then(directory)
-        return absent
+        held = self._sizes(session, keys)
+        return {key for key in keys if key not in held}
 
     def _sizes(self, session: str, keys: list[str]) -> dict[str, int | None]:
+        """The byte length of each of ``keys`` held (a regular file), in one look at the directory.
+
+        A request's check names every key its markers do, dozens to thousands:
+        one ``lstat`` each cost more than the request's JSON round trip. So
+        past a few keys the directory is listed once, and a file's length is
+        looked up only the first time this store sees its inode: an entry is
+        never written in place (it appears whole, by a link), so a name with
+        the same inode has the same bytes. What a power loss tears, a new
+        process (with nothing remembered) finds by its length. A directory
+        that has not changed since a check found keys there is not listed
+        again (see the module docstring).
+        """
         directory = self._existing_session_dir(session)
         if directory is None:
             return {}
         results = os.path.join(directory, _RESULTS)
+        try:
+            info = os.stat(results)
+        except FileNotFoundError:
+            return {}
+        except OSError as error:
+            raise StoreError(f"cannot look at {results}: {_why(error)}") from error
+        version = (info.st_ino, info.st_mtime_ns)
+        found = self._found.get(results)
+        if found is not None and found[0] == version:
+            # Nothing came or went since these keys were found: only the others are looked at.
+            known = found[1]
+            rest = [key for key in keys if key not in known]
+            held = {key: known[key] for key in keys if key in known}
+            if rest:
+                more = self._look(results, rest)
+                known.update(more)
+                held.update(more)
+        else:
+            held = self._look(results, keys)
+            self._found.pop(results, None)
+            mtime = info.st_mtime_ns
+            margin = RACY_NS if mtime % 1_000_000_000 else 2_000_000_000 + RACY_NS
+            if mtime < time.time_ns() - margin:
+                if len(self._found) >= 256:
+                    self._found.clear()  # a bound, not an index
+                self._found[results] = (version, dict(held))
+        if held:
+            self._stamp_now_and_then(directory)
+        return held
+
+    def _look(self, results: str, keys: list[str]) -> dict[str, int | None]:
+        return self._held(results, keys) if len(keys) > _LSTAT_UP_TO else self._looked_at(results, keys)
+
+    def _looked_at(self, results: str, keys: list[str]) -> dict[str, int | None]:
         within = os.path.join(results, "")
         held: dict[str, int | None] = {}
         for key in keys:
@@ -547,8 +599,38 @@ class DirStore(Store):
                 raise StoreError(f"cannot look at {results}: {_why(error)}") from error
             if stat.S_ISREG(info.st_mode):
                 held[key] = info.st_size
-        if held:
-            self._stamp_now_and_then(directory)
+        return held
+
+    def _held(self, results: str, keys: list[str]) -> dict[str, int | None]:
+        try:
+            with os.scandir(results) as listing:
+                entries = {entry.name: entry for entry in listing}
+        except FileNotFoundError:
+            return {}
+        except OSError as error:
+            raise StoreError(f"cannot list {results}: {_why(error)}") from error
+        known = self._lengths.get(results)
+        if known is None:
+            if len(self._lengths) >= 256:
+                self._lengths.clear()  # a bound, not an index: forgetting costs one lstat a key
+            known = self._lengths[results] = {}
+        held: dict[str, int | None] = {}
+        for key in keys:
+            entry = entries.get(key + _SUFFIX)
+            if entry is None:
+                continue
+            try:
+                if not entry.is_file(follow_symlinks=False):
+                    continue
+                inode = entry.inode()
+                seen = known.get(key)
+                if seen is None or seen[0] != inode:
+                    seen = known[key] = (inode, entry.stat(follow_symlinks=False).st_size)
+            except FileNotFoundError:
+                continue  # removed since the listing
+            except OSError as error:
+                raise StoreError(f"cannot look at {results}: {_why(error)}") from error
+            held[key] = seen[1]
         return held
 
     def _discard(self, session: str, keys: list[str]) -> None:
@@ -556,7 +638,10 @@ class DirStore(Store):
         if directory is None:
             return
         results = os.path.join(directory, _RESULTS)
+        known = self._lengths.get(results, {})
+        self._found.pop(results, None)
         for key in keys:
+            known.pop(key, None)
             try:
                 os.unlink(os.path.join(results, key + _SUFFIX))
             except FileNotFoundError:
