@@ -179,7 +179,7 @@ class Proxy:
         started = time.perf_counter()
         if route.kind == "recall":
             answer = await self._recall(request)
-            self._log(route, answer.status, started, None, None, path=request.path)
+            self._log(_Line(route, answer.status, started, path=request.path))
             return answer
         try:
             if route.kind == "passthrough":
@@ -596,32 +596,24 @@ class Proxy:
         elapsed = time.perf_counter() - started
         self.metrics.requests.labels(route.api or "passthrough", str(status)).inc()
         self.metrics.request_seconds.observe(elapsed)
-        self._log(route, status, started, report, usage, note, path)
+        self._log(_Line(route, status, started, note, path), report, usage)
 
-    def _log(
-        self,
-        route: Route,
-        status: int,
-        started: float,
-        report: CallReport | None,
-        usage: Usage | None,
-        note: str | None = None,
-        path: str | None = None,
-    ) -> None:
+    def _log(self, said: _Line, report: CallReport | None = None, usage: Usage | None = None) -> None:
         """One line per request: what was done and how big, never a body or a credential.
 
         A request that is not a managed call (passed through, or a recall) says its path,
         without the query, which may hold a key (Gemini's ``?key=``).
         """
+        note = said.note
         if note is None and not _log.isEnabledFor(logging.INFO):
             return
         line: dict[str, Any] = {
-            "api": route.api or route.kind,
-            "status": status,
-            "ms": round((time.perf_counter() - started) * 1000, 2),
+            "api": said.route.api or said.route.kind,
+            "status": said.status,
+            "ms": round((time.perf_counter() - said.started) * 1000, 2),
         }
-        if path is not None:
-            line["path"] = path[:200]
+        if said.path is not None:
+            line["path"] = said.path[:200]
         if report is not None:
             managed = report.managed
             line.update(
@@ -647,6 +639,18 @@ class Proxy:
             _log.warning(orjson.dumps(line).decode())
             return
         _log.info(orjson.dumps(line).decode())
+
+
+@dataclass(frozen=True, slots=True)
+class _Line:
+    """What every request's log line says, whatever was done for it."""
+
+    route: Route
+    status: int
+    started: float
+    note: str | None = None
+    """Why the request was sent unmanaged: the line is then a warning."""
+    path: str | None = None
 
 
 def _read_json(body: bytes) -> Any:
