@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from .prices import ANTHROPIC_5M
@@ -93,8 +94,10 @@ MODELS: tuple[ModelFacts, ...] = (
 )
 
 
+@lru_cache(maxsize=256)
 def window_of(model: str | None) -> int:
-    """The context window in tokens the table gives for ``model``."""
+    """The context window in tokens the table gives for ``model`` (asked at every request: a
+    session's model is looked up once, not matched against the table each time)."""
     name = (model or "").lower()
     for row in MODELS:
         if row.window is not None and row.pattern.search(name):
