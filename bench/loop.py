@@ -29,9 +29,9 @@ Requests are sent back to back. An agent's are seconds apart (the model
 answers, the tool runs): ``--gap-ms`` waits that long, untimed, before each
 one. The caches of the machine cool meanwhile, and every ratio grows (the
 round trip it is divided by is still the best of three, warm). A ``dir:``
-store off Linux needs the gap: there a results directory vouches for the keys
-found in it before only once its time is 20 ms old (see
-``toolbudget.store.dir``); on Linux the kernel says what left it.
+store's check of the markers' keys is cheaper with a gap: a results directory
+vouches for the keys found in it before only once its time is 20 ms old (see
+``toolbudget.store.dir``).
 
     python bench/loop.py [--sessions 10] [--turns 500 2000] [--no-headroom] [--store URL]
                          [--repeat 3] [--gap-ms 0] [--out bench/results/loop.json]

@@ -52,16 +52,17 @@ lists the directory: that cost each write a read of every entry the session
 holds, so a long session's per-request records grew dearer with its length.
 
 Every request checks that each key its markers name is still held, dozens
-to thousands of them. On Linux the kernel tells the store of every entry that
-leaves a results directory (:mod:`.dirwatch`), so once a check has found a set
-of keys there, a later one asks whether anything left since (one read that
-does not wait) and looks only at the keys it has not found before. Elsewhere
-the directory's modification time stands in: it changes whenever an entry is
-added or removed, so a check that finds the inode and time of an earlier one
-trusts what that one found. A time is trusted only when it was already
+to thousands of them. A directory's modification time changes whenever an
+entry is added or removed, so once a check has found a set of keys while the
+results directory had a given inode and time, a later check that finds the
+same inode and time needs to look only at the keys it has not found before:
+one ``stat`` for the rest. A time is trusted only when it was already
 :data:`RACY_NS` old when read (a change within the same clock tick would
 otherwise leave it as it was), and two seconds old on a file system that
-keeps whole seconds.
+keeps whole seconds. Only the time of a local file system is trusted (a
+network one's client may show another host's change late). An entry changed in
+place by another program, keeping its inode and its directory's time, is not
+looked at again by the process that found it; a new process sees its length.
 """
 
 from __future__ import annotations
@@ -82,8 +83,6 @@ from pathlib import Path
 
 from ..errors import StoreError
 from .base import DEFAULT_TTL, Store, is_key, namespace
-from .dirwatch import DirWatch
-from .dirwatch import shared as shared_watch
 
 __all__ = ["STALE_PART_SECONDS", "DirStore", "default_dir_root"]
 
@@ -173,10 +172,6 @@ class DirStore(Store):
         """Each session's directory, by id: worked out on every call, and a pure function of it."""
         self._lengths: dict[str, dict[str, tuple[int, int]]] = {}
         """Each results directory's entries this store has looked at: key to (inode, byte length)."""
-        self._watch: DirWatch | None = None
-        self._kept: dict[str, tuple[tuple[int, tuple[int, int]], dict[str, int | None]]] = {}
-        """Each watched results directory's inode and generation (:meth:`DirWatch.generation`) when
-        a check found these keys there, with their byte lengths."""
         self._found: dict[str, tuple[tuple[int, int], dict[str, int | None]]] = {}
         """Each results directory's (inode, modification time) when a check found these keys there,
         with their byte lengths (see the module docstring)."""
@@ -568,13 +563,10 @@ class DirStore(Store):
             return {}
         except OSError as error:
             raise StoreError(f"cannot look at {results}: {_why(error)}") from error
-        if self._watching(results, info.st_ino):
-            held = self._watched_check(results, info.st_ino, keys)
-            if held:
-                self._stamp_now_and_then(directory)
-            return held
         version = (info.st_ino, info.st_mtime_ns)
-        found = self._found.get(results)
+        # A network file system's client may show another host's change late: only a local one's
+        # time is trusted.
+        found = self._found.get(results) if self.local else None
         if found is not None and found[0] == version:
             # Nothing came or went since these keys were found: only the others are looked at.
             known = found[1]
@@ -589,42 +581,12 @@ class DirStore(Store):
             self._found.pop(results, None)
             mtime = info.st_mtime_ns
             margin = RACY_NS if mtime % 1_000_000_000 else 2_000_000_000 + RACY_NS
-            if mtime < time.time_ns() - margin:
+            if self.local and mtime < time.time_ns() - margin:
                 if len(self._found) >= 256:
                     self._found.clear()  # a bound, not an index
                 self._found[results] = (version, dict(held))
         if held:
             self._stamp_now_and_then(directory)
-        return held
-
-    def _watching(self, results: str, inode: int) -> bool:
-        """Whether entries leaving ``results`` (the directory of ``inode``) are told by the kernel
-        (:mod:`.dirwatch`)."""
-        watch = self._watch
-        if watch is None:
-            watch = self._watch = shared_watch()
-        return watch.available and watch.watch(results, inode)
-
-    def _watched_check(self, results: str, inode: int, keys: list[str]) -> dict[str, int | None]:
-        """The check of a watched directory: keys found before, and not gone since, are held."""
-        assert self._watch is not None
-        generation = self._watch.generation(results)
-        found = self._kept.get(results)
-        if found is None or found[0] != (inode, generation) or generation is None:
-            # Watched from before this look: whatever leaves after it moves the generation.
-            held = self._look(results, keys)
-            if generation is not None:
-                if len(self._kept) >= 256:
-                    self._kept.clear()  # a bound, not an index
-                self._kept[results] = ((inode, generation), dict(held))
-            return held
-        known = found[1]
-        held = {key: known[key] for key in keys if key in known}
-        rest = [key for key in keys if key not in known]
-        if rest:
-            more = self._look(results, rest)
-            known.update(more)
-            held.update(more)
         return held
 
     def _look(self, results: str, keys: list[str]) -> dict[str, int | None]:
@@ -683,7 +645,6 @@ class DirStore(Store):
         results = os.path.join(directory, _RESULTS)
         known = self._lengths.get(results, {})
         self._found.pop(results, None)
-        self._kept.pop(results, None)
         for key in keys:
             known.pop(key, None)
             try:
