@@ -116,7 +116,7 @@ class RedisStore(Store):
                     pipe.pexpire(self._name(session, key), self._ttl_ms)
                 found = pipe.execute()[len(items) :]
         except self._errors as error:
-            self._fail(_count("keep", len(items), "entry", "entries"), error)
+            self._fail(f"keep {len(items)} entries", error)
         return {key for key, held in zip(keys, found, strict=True) if not held}
 
     def _missing(self, session: str, keys: list[str]) -> set[str]:
@@ -127,7 +127,7 @@ class RedisStore(Store):
                     pipe.pexpire(self._name(session, key), self._ttl_ms)
                 found = pipe.execute()
         except self._errors as error:
-            self._fail(_count("check", len(keys), "entry", "entries"), error)
+            self._fail(f"check {len(keys)} entries", error)
         return {key for key, held in zip(keys, found, strict=True) if not held}
 
     def _sizes(self, session: str, keys: list[str]) -> dict[str, int | None]:
@@ -140,7 +140,7 @@ class RedisStore(Store):
                     pipe.strlen(name)
                 replies = pipe.execute()
         except self._errors as error:
-            self._fail(_count("check", len(keys), "entry", "entries"), error)
+            self._fail(f"check {len(keys)} entries", error)
         return {
             key: int(size) for key, held, size in zip(keys, replies[::2], replies[1::2], strict=True) if held
         }
@@ -149,7 +149,7 @@ class RedisStore(Store):
         try:
             self._client.delete(*(self._name(session, key) for key in keys))
         except self._errors as error:
-            self._fail(_count("remove", len(keys), "torn entry", "torn entries"), error)
+            self._fail(f"remove {len(keys)} torn entries", error)
 
     def _get_many(self, session: str, keys: list[str]) -> dict[str, bytes]:
         # GETEX reads and renews each entry; the pipeline makes them one round trip.
@@ -159,7 +159,7 @@ class RedisStore(Store):
                     pipe.getex(self._name(session, key), px=self._ttl_ms)
                 values = pipe.execute()
         except self._errors as error:
-            self._fail(_count("read", len(keys), "entry", "entries"), error)
+            self._fail(f"read {len(keys)} entries", error)
         found: dict[str, bytes] = {}
         for key, value in zip(keys, values, strict=True):
             if isinstance(value, bytes):
@@ -233,7 +233,3 @@ def _parse_ttl(value: str, url: str) -> float:
         return float(value)
     except ValueError:
         raise InputError(f"the ttl in {masked_url(url)} is not a number of seconds: {value!r}") from None
-
-
-def _count(doing: str, count: int, one: str, many: str) -> str:
-    return f"{doing} {count} {one if count == 1 else many}"
