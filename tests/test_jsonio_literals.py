@@ -84,3 +84,17 @@ def test_a_cycle_is_refused_like_the_standard_library_refuses_it() -> None:
         dumps(cycle)
     shared = [ExactInt("-0")]
     assert with_literals([shared, shared, 2**70], False) == "[[-0],[-0],1180591620717411303424]"
+
+
+def test_literals_of_a_body_nested_past_pythons_stack_give_the_body_back_not_a_recursion_error() -> None:
+    import orjson
+
+    from toolbudget.jsonio import keep_literals
+
+    raw = b'{"a":' + b"[" * 990 + b"1.50" + b"]" * 990 + b',"b":1.50}'
+    parsed = orjson.loads(raw)
+    out = {**parsed, "c": 1}
+    kept = keep_literals(out, parsed, raw)
+    assert kept is out  # the numbers go as they were read; writing it is the caller's ShapeError
+    with pytest.raises(ShapeError):
+        dumps(kept)

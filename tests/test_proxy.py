@@ -402,6 +402,22 @@ def test_a_number_past_a_doubles_range_goes_upstream_as_written(proxy: RunningPr
     assert last(up).body == raw
 
 
+@pytest.mark.parametrize(("depth", "number"), [(990, b"1"), (600, b"1.50")])
+@pytest.mark.parametrize("path", ["/v1/messages", "/v1/messages/count_tokens"])
+def test_a_body_nested_too_deep_to_write_back_goes_upstream_as_sent(
+    proxy: RunningProxy, up: Any, depth: int, number: bytes, path: str
+) -> None:
+    # orjson reads 1,024 levels but writes 254; past that, Python's json writes about 990 levels,
+    # and the writer that keeps a literal such as 1.50 about 500. The managed body (its oversized
+    # result cut) cannot be written, and nothing has gone upstream yet.
+    nested = b"[" * depth + number + b"]" * depth
+    raw = orjson.dumps(tool_history()).replace(b'"kept":[1,', b'"kept":[' + nested + b",1,")
+    assert orjson.loads(raw)["an_unknown_field"]["kept"][1] == 1
+    answer = post(proxy, path, raw)
+    assert answer.status_code == 200, answer.text
+    assert last(up).body == raw  # not a bare 500: the client's own bytes, unmanaged
+
+
 def test_an_unreadable_count_tokens_body_is_counted_upstream_as_sent(proxy: RunningProxy, up: Any) -> None:
     raw = b'{"model":"m","messages":[{"role":"user","content":[{"type":"a_new_block"}]}]}'
     answer = post(proxy, "/v1/messages/count_tokens", raw)

@@ -332,7 +332,10 @@ def keep_literals(out: Any, parsed: Any, data: bytes | bytearray | memoryview | 
     The one step every writer of a changed body takes (a repair, a managed
     body, the command line, the proxy): ``out`` itself when no number needs it.
     """
-    exact = loads_exact(data, parsed)
+    try:
+        exact = loads_exact(data, parsed)
+    except RecursionError:  # nested past Python's stack: the numbers go out as they were read
+        return out
     return out if exact is None else with_literals(out, parsed, exact)
 
 

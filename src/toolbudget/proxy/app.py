@@ -257,7 +257,11 @@ class Proxy:
                 timing["manage"] = time.perf_counter() - started
                 self.metrics.manage_seconds.observe(timing["manage"])
             # Unchanged by the flow: the client's own bytes go upstream, not a re-serialisation.
-            data = body if sent is given else _written(sent, given, body)
+            try:
+                data = body if sent is given else _written(sent, given, body)
+            except ShapeError as exc:
+                raise exc if "sent" in timing else _Unwritable(str(exc)) from None
+            timing["sent"] = 1.0
             if session.writes_pending:
                 # The session's records are written while the upstream answers (see _settled).
                 writing.append(asyncio.ensure_future(self._write_now(session)))
@@ -266,6 +270,8 @@ class Proxy:
         outcome: Outcome | None = None
         try:
             outcome = await (adrive(call, send) if self.offload is None else self.offload.drive(call, send))
+        except _Unwritable as exc:  # nothing went upstream: the client's own bytes go
+            return await self._unmanaged(request, route, exc)
         except ShapeError as exc:
             if "manage" in timing:  # something went upstream already: it is not sent twice
                 return self._done(route, _error(route.family, 400, str(exc)), started)
@@ -399,7 +405,10 @@ class Proxy:
             return await self._unmanaged(request, route, exc)
         except InputError as exc:
             return self._done(route, _error(route.family, 400, str(exc)), started)
-        data = body if managed.body is given else _written(managed.body, given, body)
+        try:
+            data = body if managed.body is given else _written(managed.body, given, body)
+        except ShapeError as exc:
+            return await self._unmanaged(request, route, exc)
         out_headers = forwarded(request.headers.items(), drop=("content-encoding", "accept-encoding"))
         url = upstream_url(self.config.upstream(route.family), request.path_qs)
         writing = [asyncio.ensure_future(self._write_now(session))] if session.writes_pending else []
@@ -672,6 +681,11 @@ def _read_json(body: bytes) -> Any:
         raise utf8_error(body, "the request body") or InvalidJSON(
             f"the request body is not JSON: {exc}"
         ) from None
+
+
+class _Unwritable(ShapeError):
+    """A managed body JSON cannot hold once written (nested past what a writer can go): nothing
+    was sent yet, so the client's own bytes go upstream unmanaged."""
 
 
 class _BeyondDouble(InvalidJSON):
