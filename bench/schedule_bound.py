@@ -53,7 +53,7 @@ from _shared import REPO, add_paths, conversations, require_trajectories
 from cache import toolbudget_manager
 from toolbudget import to_request, wire
 from toolbudget.compaction import LEVEL_NONE, Schedule, SlotInfo, eager_levels, turn_starts
-from toolbudget.model import Request
+from toolbudget.model import Conversation, Request, Text, ToolCall, ToolResult
 from toolbudget.policy import Policy
 from toolbudget.replay import (
     PRICE_READ,
@@ -90,6 +90,52 @@ class Forced(Schedule):
         for k, level in zip(self.eligible, self.state, strict=False):
             levels[k] = level
         return levels
+
+
+def continued(conversation: Conversation, turns: int) -> Conversation:
+    """The session going on for ``turns`` more turns whose tool results are a word each.
+
+    Each turn is the session's last tool call again (fresh ids), answered ``done``:
+    an agent still at work whose commands print little, so no result is added
+    that could be compacted, and the search stays exact. The session itself is
+    a prefix of what this gives.
+    """
+    messages = list(conversation.messages)
+    if messages and any(isinstance(p, ToolCall) for p in messages[-1].parts):
+        messages.pop()  # a last call never answered: no request of the session holds it
+    last = next(
+        (
+            i
+            for i in range(len(messages) - 1, 0, -1)
+            if any(isinstance(p, ToolCall) for p in messages[i].parts)
+        ),
+        None,
+    )
+    if last is None or last + 1 >= len(messages):
+        return conversation
+    call, answer = messages[last], messages[last + 1]
+    for n in range(turns):
+        ids = {p.id: f"{p.id}-more{n}" for p in call.parts if isinstance(p, ToolCall) and p.id}
+        messages.append(
+            replace(
+                call,
+                parts=tuple(
+                    replace(p, id=ids[p.id]) if isinstance(p, ToolCall) and p.id else p for p in call.parts
+                ),
+            )
+        )
+        messages.append(
+            replace(
+                answer,
+                parts=tuple(
+                    replace(p, call_id=ids.get(p.call_id, p.call_id), content=(Text("done"),))
+                    if isinstance(p, ToolResult)
+                    else p
+                    for p in answer.parts
+                ),
+            )
+        )
+    return replace(conversation, id=f"{conversation.id}+{turns}", messages=tuple(messages))
 
 
 def step_cost(previous: str, text: str) -> float:
@@ -307,6 +353,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--max-slots", type=int, default=5, help="sessions with at most this many results")
     parser.add_argument("--show", help="print both paths for the sessions whose name contains this")
+    parser.add_argument(
+        "--continue",
+        dest="more",
+        type=int,
+        default=0,
+        help="search each session going on for this many more turns of one-word results",
+    )
     parser.add_argument("--out", default=str(REPO / "bench" / "results" / "schedule_bound.json"))
     add_paths(parser)
     args = parser.parse_args()
@@ -314,6 +367,9 @@ def main() -> None:
     base = Policy()
     rows = []
     for name, conversation in conversations(args.paths):
+        if args.more:
+            conversation = continued(conversation, args.more)
+            name = f"{name}+{args.more}"
         found = rendered_states(name, conversation, base, args.max_slots)
         if found is None or not found[0]:
             continue
