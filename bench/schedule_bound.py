@@ -128,7 +128,7 @@ def continued(conversation: Conversation, turns: int) -> Conversation:
             replace(
                 answer,
                 parts=tuple(
-                    replace(p, call_id=ids.get(p.call_id, p.call_id), content=(Text("done"),))
+                    replace(p, call_id=ids.get(p.call_id or "", p.call_id), content=(Text("done"),))
                     if isinstance(p, ToolResult)
                     else p
                     for p in answer.parts
