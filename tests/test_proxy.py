@@ -365,8 +365,14 @@ def test_a_history_toolbudget_cannot_read_goes_upstream_as_sent_and_the_provider
     # The client's retries match the provider's wording, so it is the provider who answers.
     assert answer.status_code == 400 and answer.content == ANTHROPIC_REFUSAL
     assert [got.body for got in up[0].received] == [raw]
-    lines = [r.getMessage() for r in caplog.records if r.name == "toolbudget.proxy"]
-    noted = [orjson.loads(line) for line in lines if "sent unmanaged" in line]
+    # The line is logged once the answer is written: the client may hold it a moment before.
+    deadline = time.monotonic() + 5
+    while True:
+        lines = [r.getMessage() for r in caplog.records if r.name == "toolbudget.proxy"]
+        noted = [orjson.loads(line) for line in lines if "sent unmanaged" in line]
+        if noted or time.monotonic() > deadline:
+            break
+        time.sleep(0.01)
     assert len(noted) == 1 and "messages" in noted[0]["note"] and noted[0]["status"] == 400
     assert 'toolbudget_unmanaged_total{api="anthropic"} 1.0' in httpx.get(proxy.url + "/metrics").text
 
