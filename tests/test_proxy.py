@@ -135,6 +135,29 @@ def test_a_managed_body_keeps_every_number_the_client_wrote(proxy: RunningProxy,
     assert b'"an_unknown_field":{"kept":[123456789012345678901234567890,1.50,1E5,-0]}' in sent
 
 
+def test_an_integer_past_64_bits_stays_exact_when_no_other_literal_is_odd(
+    proxy: RunningProxy, up: Any
+) -> None:
+    # With no other literal to keep (no 1.50, no 1E5), the writer found nothing to keep and the
+    # float orjson read went upstream: 98765432109876543210987 became 9.876543210987654e+22.
+    body = tool_history()
+    body["metadata"] = {"user_id": "someone", "n": 1}
+    body["messages"][1]["content"][1]["input"] = {"command": "make", "seed": 2}
+    raw = (
+        orjson.dumps(body)
+        .replace(b'"n":1}', b'"n":98765432109876543210987}')
+        .replace(b'"seed":2}', b'"seed":-12345678901234567890123}')
+        .replace(b'"max_tokens":1000', b'"max_tokens":18446744073709551616')
+    )
+    answer = post(proxy, "/v1/messages", raw)
+    assert answer.status_code == 200
+    sent = last(up).body
+    assert len(sent) < len(raw) / 4  # the result was cut, so the body was written again
+    assert b'"metadata":{"user_id":"someone","n":98765432109876543210987}' in sent
+    assert b'"seed":-12345678901234567890123}' in sent
+    assert b'"max_tokens":18446744073709551616' in sent
+
+
 def test_a_body_that_is_not_utf8_is_refused_naming_the_byte(proxy: RunningProxy, up: Any) -> None:
     raw = b'{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"a\xffb"}]}'
     answer = post(proxy, "/v1/messages", raw)
