@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import io
 import logging
 import threading
 import time
@@ -306,6 +307,59 @@ def test_compressed_request_bodies_are_decoded_and_managed(
     assert answer.status_code == 200, answer.text
     assert "content-encoding" not in last(up).headers
     assert MARKER_RE.search(last(up).body.decode()) is not None
+
+
+def _zstd_frames(data: bytes) -> bytes:
+    out = io.BytesIO()
+    with zstandard.ZstdCompressor().stream_writer(out, closefd=False) as writer:
+        writer.write(data[:1000])
+        writer.flush(zstandard.FLUSH_FRAME)
+        writer.write(data[1000:])
+    return out.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("encoding", "encode"),
+    [
+        ("gzip", lambda data: gzip.compress(data[:1000]) + gzip.compress(data[1000:])),
+        ("zstd", _zstd_frames),
+    ],
+)
+def test_a_body_compressed_in_several_members_or_frames_is_decoded_whole(
+    proxy: RunningProxy, up: Any, encoding: str, encode: Any
+) -> None:
+    # Concatenated gzip members and zstd frames are each one valid stream; only the first was read,
+    # and the body was refused as "not JSON: unexpected end of data".
+    raw = orjson.dumps(tool_history())
+    answer = post(proxy, "/v1/messages", encode(raw), **{"content-encoding": encoding})
+    assert answer.status_code == 200, answer.text
+    assert MARKER_RE.search(last(up).body.decode()) is not None
+
+
+@pytest.mark.parametrize(
+    ("encoding", "encode"),
+    [
+        ("gzip", gzip.compress),
+        ("gzip", lambda data: gzip.compress(data[:1000]) + gzip.compress(data[1000:])),
+        ("br", brotli.compress),
+        ("zstd", lambda data: zstandard.ZstdCompressor().compress(data)),
+        ("zstd", _zstd_frames),
+    ],
+)
+def test_a_body_that_decodes_past_the_size_limit_is_refused_in_every_encoding(
+    up: Any, tmp_path: Path, encoding: str, encode: Any
+) -> None:
+    # br was decoded without a bound: a small body could decode to any size.
+    config = ProxyConfig(
+        upstreams=upstreams_of(up[1]), store=f"dir:{tmp_path}", policy=Policy(), max_body_bytes=100_000
+    )
+    raw = orjson.dumps(tool_history())
+    assert len(raw) > 1_000_000
+    with running(config) as served:
+        answer = post(served, "/v1/messages", encode(raw), **{"content-encoding": encoding})
+    assert answer.status_code == 400, answer.text
+    assert answer.json()["error"]["message"] == "the request body decodes to more than 100000 bytes"
+    assert up[0].received == []
 
 
 def test_other_paths_pass_through_byte_for_byte(proxy: RunningProxy, up: Any) -> None:
