@@ -495,6 +495,22 @@ def test_a_body_nested_too_deep_to_write_back_goes_upstream_as_sent(
     assert last(up).body == raw  # not a bare 500: the client's own bytes, unmanaged
 
 
+@pytest.mark.parametrize("path", ["/v1/messages", "/v1/messages/count_tokens"])
+def test_a_body_nested_past_what_the_proxy_reads_goes_upstream_as_sent(
+    proxy: RunningProxy, up: Any, path: str
+) -> None:
+    # orjson reads 1,024 levels; past that this valid JSON was refused with 400 "not JSON: depth
+    # limit exceeded", where a body the fast parser cannot read (like 1e400) goes upstream as sent.
+    nested = b"[" * 1100 + b"1" + b"]" * 1100
+    raw = orjson.dumps(tool_history()).replace(b'"kept":[1,', b'"kept":[' + nested + b",1,")
+    reply = b'{"input_tokens":9}'  # scripted: the recording upstream cannot read this body either
+    up[0].script.append((200, reply))
+    answer = post(proxy, path, raw)
+    assert answer.status_code == 200, answer.text
+    assert answer.content == reply
+    assert last(up).body == raw
+
+
 def test_an_unreadable_count_tokens_body_is_counted_upstream_as_sent(proxy: RunningProxy, up: Any) -> None:
     raw = b'{"model":"m","messages":[{"role":"user","content":[{"type":"a_new_block"}]}]}'
     answer = post(proxy, "/v1/messages/count_tokens", raw)
