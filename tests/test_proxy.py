@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import io
 import logging
 import threading
 import time
@@ -133,6 +134,29 @@ def test_a_managed_body_keeps_every_number_the_client_wrote(proxy: RunningProxy,
     sent = last(up).body
     assert len(sent) < len(raw) / 4  # the result was cut, so the body was written again
     assert b'"an_unknown_field":{"kept":[123456789012345678901234567890,1.50,1E5,-0]}' in sent
+
+
+def test_an_integer_past_64_bits_stays_exact_when_no_other_literal_is_odd(
+    proxy: RunningProxy, up: Any
+) -> None:
+    # With no other literal to keep (no 1.50, no 1E5), the writer found nothing to keep and the
+    # float orjson read went upstream: 98765432109876543210987 became 9.876543210987654e+22.
+    body = tool_history()
+    body["metadata"] = {"user_id": "someone", "n": 1}
+    body["messages"][1]["content"][1]["input"] = {"command": "make", "seed": 2}
+    raw = (
+        orjson.dumps(body)
+        .replace(b'"n":1}', b'"n":98765432109876543210987}')
+        .replace(b'"seed":2}', b'"seed":-12345678901234567890123}')
+        .replace(b'"max_tokens":1000', b'"max_tokens":18446744073709551616')
+    )
+    answer = post(proxy, "/v1/messages", raw)
+    assert answer.status_code == 200
+    sent = last(up).body
+    assert len(sent) < len(raw) / 4  # the result was cut, so the body was written again
+    assert b'"metadata":{"user_id":"someone","n":98765432109876543210987}' in sent
+    assert b'"seed":-12345678901234567890123}' in sent
+    assert b'"max_tokens":18446744073709551616' in sent
 
 
 def test_a_body_that_is_not_utf8_is_refused_naming_the_byte(proxy: RunningProxy, up: Any) -> None:
@@ -285,6 +309,59 @@ def test_compressed_request_bodies_are_decoded_and_managed(
     assert MARKER_RE.search(last(up).body.decode()) is not None
 
 
+def _zstd_frames(data: bytes) -> bytes:
+    out = io.BytesIO()
+    with zstandard.ZstdCompressor().stream_writer(out, closefd=False) as writer:
+        writer.write(data[:1000])
+        writer.flush(zstandard.FLUSH_FRAME)
+        writer.write(data[1000:])
+    return out.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("encoding", "encode"),
+    [
+        ("gzip", lambda data: gzip.compress(data[:1000]) + gzip.compress(data[1000:])),
+        ("zstd", _zstd_frames),
+    ],
+)
+def test_a_body_compressed_in_several_members_or_frames_is_decoded_whole(
+    proxy: RunningProxy, up: Any, encoding: str, encode: Any
+) -> None:
+    # Concatenated gzip members and zstd frames are each one valid stream; only the first was read,
+    # and the body was refused as "not JSON: unexpected end of data".
+    raw = orjson.dumps(tool_history())
+    answer = post(proxy, "/v1/messages", encode(raw), **{"content-encoding": encoding})
+    assert answer.status_code == 200, answer.text
+    assert MARKER_RE.search(last(up).body.decode()) is not None
+
+
+@pytest.mark.parametrize(
+    ("encoding", "encode"),
+    [
+        ("gzip", gzip.compress),
+        ("gzip", lambda data: gzip.compress(data[:1000]) + gzip.compress(data[1000:])),
+        ("br", brotli.compress),
+        ("zstd", lambda data: zstandard.ZstdCompressor().compress(data)),
+        ("zstd", _zstd_frames),
+    ],
+)
+def test_a_body_that_decodes_past_the_size_limit_is_refused_in_every_encoding(
+    up: Any, tmp_path: Path, encoding: str, encode: Any
+) -> None:
+    # br was decoded without a bound: a small body could decode to any size.
+    config = ProxyConfig(
+        upstreams=upstreams_of(up[1]), store=f"dir:{tmp_path}", policy=Policy(), max_body_bytes=100_000
+    )
+    raw = orjson.dumps(tool_history())
+    assert len(raw) > 1_000_000
+    with running(config) as served:
+        answer = post(served, "/v1/messages", encode(raw), **{"content-encoding": encoding})
+    assert answer.status_code == 400, answer.text
+    assert answer.json()["error"]["message"] == "the request body decodes to more than 100000 bytes"
+    assert up[0].received == []
+
+
 def test_other_paths_pass_through_byte_for_byte(proxy: RunningProxy, up: Any) -> None:
     answer = httpx.get(proxy.url + "/v1/models?limit=1000", headers={"x-api-key": "k", "x-odd": "1"})
     assert answer.status_code == 200 and answer.headers["x-upstream-echo"] == "1"
@@ -422,6 +499,22 @@ def test_a_body_nested_too_deep_to_write_back_goes_upstream_as_sent(
     answer = post(proxy, path, raw)
     assert answer.status_code == 200, answer.text
     assert last(up).body == raw  # not a bare 500: the client's own bytes, unmanaged
+
+
+@pytest.mark.parametrize("path", ["/v1/messages", "/v1/messages/count_tokens"])
+def test_a_body_nested_past_what_the_proxy_reads_goes_upstream_as_sent(
+    proxy: RunningProxy, up: Any, path: str
+) -> None:
+    # orjson reads 1,024 levels; past that this valid JSON was refused with 400 "not JSON: depth
+    # limit exceeded", where a body the fast parser cannot read (like 1e400) goes upstream as sent.
+    nested = b"[" * 1100 + b"1" + b"]" * 1100
+    raw = orjson.dumps(tool_history()).replace(b'"kept":[1,', b'"kept":[' + nested + b",1,")
+    reply = b'{"input_tokens":9}'  # scripted: the recording upstream cannot read this body either
+    up[0].script.append((200, reply))
+    answer = post(proxy, path, raw)
+    assert answer.status_code == 200, answer.text
+    assert answer.content == reply
+    assert last(up).body == raw
 
 
 def test_an_unreadable_count_tokens_body_is_counted_upstream_as_sent(proxy: RunningProxy, up: Any) -> None:

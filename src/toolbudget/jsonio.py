@@ -52,6 +52,9 @@ Body = dict[str, Any]
 # digit string, which costs only the slower parse).
 _DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")
 _LONG_RUN = b"0" * 19
+# The integers orjson reads as integers; it reads any other as a float.
+_ORJSON_INT_MIN = -(1 << 63)
+_ORJSON_INT_MAX = (1 << 64) - 1
 
 
 def parse_exact(data: bytes, value: Any) -> Any:
@@ -122,7 +125,8 @@ class ExactFloat(float):
 
 
 class ExactInt(int):
-    """An integer whose literal is not how it is written back (``-0``); kept like :class:`ExactFloat`."""
+    """An integer whose literal is not how it is written back (``-0``), or that a fast reading may
+    have taken for a float (past 64 bits); kept like :class:`ExactFloat`."""
 
     literal: str
 
@@ -168,7 +172,8 @@ def loads_exact(data: bytes | bytearray | memoryview | str, value: Any = None) -
     def read_int(literal: str) -> int:
         nonlocal found
         value = int(literal)
-        if str(value) == literal:
+        # Past 64 bits orjson reads an integer as a float (the proxy's reading): its twin must be kept.
+        if str(value) == literal and _ORJSON_INT_MIN <= value <= _ORJSON_INT_MAX:
             return value
         found = True
         return ExactInt(literal)

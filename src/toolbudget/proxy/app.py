@@ -678,6 +678,8 @@ def _read_json(body: bytes) -> Any:
     except orjson.JSONDecodeError as exc:
         if "infinity" in str(exc):
             raise _BeyondDouble(f"the request body holds a number past a double's range: {exc}") from None
+        if "depth limit exceeded" in str(exc):
+            raise _BeyondDouble(f"the request body is nested deeper than the proxy reads: {exc}") from None
         raise utf8_error(body, "the request body") or InvalidJSON(
             f"the request body is not JSON: {exc}"
         ) from None
@@ -689,7 +691,8 @@ class _Unwritable(ShapeError):
 
 
 class _BeyondDouble(InvalidJSON):
-    """Valid JSON with a number orjson cannot hold (``1e400``): sent upstream unmanaged, not refused."""
+    """Valid JSON that orjson does not read (a number past a double's range such as ``1e400``, or
+    nesting past its 1,024 levels): sent upstream unmanaged, not refused."""
 
 
 def _written(sent: Any, given: Any, body: bytes) -> bytes:
