@@ -34,7 +34,7 @@ from toolbudget.errors import InputError, StoreError
 from toolbudget.marker import MARKER_RE
 from toolbudget.store import DirStore, MemoryStore, RedisStore, SqliteStore, Store, open_store
 from toolbudget.store.base import DEFAULT_TTL, namespace
-from toolbudget.store.dir import PARTS_EVERY
+from toolbudget.store.dir import PARTS_EVERY, RACY_NS
 
 if TYPE_CHECKING:
     import redis
@@ -662,6 +662,30 @@ def test_dir_check_does_not_trust_a_time_too_recent_to_tell_changes_apart(
     (results / f"{keys[3]}.txt").unlink()
     os.utime(results, ns=(when, when))  # what a change in the same tick would leave
     assert store.missing("s1", keys, sizes) == {keys[3]}
+
+
+def test_dir_check_judges_a_time_by_when_it_was_read_not_after_the_look(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The directory changed 1 ms before the check read its time. An entry the look found is
+    # removed right after it, in the same clock tick (a coarse clock leaves the time as it
+    # was), and the checking thread is then held up past RACY_NS (another thread, a busy
+    # machine). The time was too recent to vouch when read: the next check must look again.
+    store, keys, sizes, results = _filled(tmp_path, 3)
+    when = _age(results, 1_000_000)
+    look = store._look
+
+    def look_then_lose_one(where: str, wanted: list[str]) -> dict[str, int | None]:
+        held = look(where, wanted)
+        (results / f"{keys[1]}.txt").unlink()
+        os.utime(results, ns=(when, when))
+        time.sleep(2 * RACY_NS / 1e9)
+        return held
+
+    monkeypatch.setattr(store, "_look", look_then_lose_one)
+    assert store.missing("s1", keys, sizes) == set()  # all three were there when looked at
+    monkeypatch.undo()
+    assert store.missing("s1", keys, sizes) == {keys[1]}
 
 
 def test_dir_keys_ignore_temp_files_and_strangers(tmp_path: Path) -> None:

@@ -557,6 +557,10 @@ class DirStore(Store):
         if directory is None:
             return {}
         results = os.path.join(directory, _RESULTS)
+        # The clock is read before the directory's time, and the time is judged by it: a time
+        # that was RACY_NS old when read cannot be the time of a change made after the look
+        # (which in the same tick would leave it as it was), however long the look took.
+        read_at = time.time_ns()
         try:
             info = os.stat(results)
         except FileNotFoundError:
@@ -581,7 +585,7 @@ class DirStore(Store):
             self._found.pop(results, None)
             mtime = info.st_mtime_ns
             margin = RACY_NS if mtime % 1_000_000_000 else 2_000_000_000 + RACY_NS
-            if self.local and mtime < time.time_ns() - margin:
+            if self.local and mtime < read_at - margin:
                 if len(self._found) >= 256:
                     self._found.clear()  # a bound, not an index
                 self._found[results] = (version, dict(held))
