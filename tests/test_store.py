@@ -688,6 +688,34 @@ def test_dir_check_judges_a_time_by_when_it_was_read_not_after_the_look(
     assert store.missing("s1", keys, sizes) == {keys[1]}
 
 
+@pytest.mark.parametrize("stranger", ["symlink", "dangling", "directory"])
+def test_dir_a_key_whose_place_holds_no_file_is_kept_or_fails(tmp_path: Path, stranger: str) -> None:
+    # Something other than a regular file in a key's place (a link a deduplicating tool made,
+    # a directory) holds no entry: the check says missing, and the write that keeps it again
+    # must then really keep it, or fail, never report it kept.
+    store, keys, sizes, results = _filled(tmp_path, 3)
+    place = results / f"{keys[0]}.txt"
+    whole = place.read_bytes()
+    place.unlink()
+    if stranger == "symlink":
+        (tmp_path / "copy.txt").write_bytes(whole)
+        place.symlink_to(tmp_path / "copy.txt")
+    elif stranger == "dangling":
+        place.symlink_to(tmp_path / "nowhere.txt")
+    else:
+        place.mkdir()
+    assert store.missing("s1", keys, sizes) == {keys[0]}
+    if stranger == "directory":
+        with pytest.raises(StoreError, match="Is a directory"):
+            store.put_many("s1", {keys[0]: whole})
+        assert store.missing("s1", keys, sizes) == {keys[0]}
+    else:
+        assert store.put_many("s1", {keys[0]: whole}) == set()
+        assert store.missing("s1", keys, sizes) == set()
+        assert store.get("s1", keys[0]) == whole
+        assert not place.is_symlink()
+
+
 def test_dir_keys_ignore_temp_files_and_strangers(tmp_path: Path) -> None:
     store = DirStore(tmp_path)
     store.put("s1", KEY, b"x")

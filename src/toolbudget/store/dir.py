@@ -839,6 +839,14 @@ def _read(file: str) -> bytes | None:
         raise StoreError(f"cannot read {file}: {_why(error)}") from error
 
 
+def _regular(path: str) -> bool:
+    """Whether ``path`` is a regular file itself (a link to one is not)."""
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except FileNotFoundError:
+        return False
+
+
 def _mtime(path: str) -> float | None:
     try:
         return os.stat(path).st_mtime
@@ -885,7 +893,7 @@ def _sweep_parts(directory: str, names: Iterable[str] | None = None) -> None:
 
 
 def _write_new(directory: str, name: str, data: bytes, sync: bool = False) -> None:
-    """Create ``directory/name`` holding ``data``, unless it exists.
+    """Create ``directory/name`` holding ``data``, unless it exists as a regular file.
 
     The bytes go to a private temp file first and appear under their name in
     one step (a hard link, which also fails if the name exists), so a reader
@@ -894,8 +902,14 @@ def _write_new(directory: str, name: str, data: bytes, sync: bool = False) -> No
     before it appears, which only a power loss can tell apart.
     """
     final = os.path.join(directory, name)
+    replace = False
     if os.path.lexists(final):
-        return
+        if _regular(final):
+            return
+        # A link, a directory or anything else in an entry's place holds no entry (a check
+        # finds it missing): the entry takes its place, or, where it cannot (a directory), the
+        # write fails and the cut says so, rather than a marker naming what is not there.
+        replace = True
     fd, temp = tempfile.mkstemp(prefix=".", suffix=_PART, dir=directory)
     try:
         try:
@@ -908,6 +922,9 @@ def _write_new(directory: str, name: str, data: bytes, sync: bool = False) -> No
                 os.fsync(fd)
         finally:
             os.close(fd)
+        if replace:
+            os.replace(temp, final)
+            return
         try:
             os.link(temp, final)
         except FileExistsError:
