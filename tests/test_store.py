@@ -1246,6 +1246,15 @@ def test_redis_url_password_is_masked(redis_package: None) -> None:
     with pytest.raises(InputError) as caught:
         RedisStore("redis://:s3cret@127.0.0.1:notaport/0")
     assert "s3cret" not in str(caught.value)
+    # A URL urllib cannot read at all (an unclosed IPv6 bracket) is bad input too, not a ValueError,
+    # and its password stays hidden; a session made with it says so in the same words.
+    for url in ("redis://[::1", "redis://user:s3cret@[::1/0"):
+        with pytest.raises(InputError, match="bad redis URL") as caught:
+            RedisStore(url)
+        assert "s3cret" not in str(caught.value)
+        with pytest.raises(InputError, match="bad redis URL") as caught:
+            Session("s1", store=url)
+        assert "s3cret" not in str(caught.value)
 
 
 _OPENER = """
