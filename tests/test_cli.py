@@ -554,6 +554,42 @@ def test_compact_refuses_a_store_that_does_not_answer_and_writes_nothing(tmp_pat
     assert out.stat().st_size > 0
 
 
+def test_compact_refuses_a_store_that_keeps_no_cut_and_leaves_its_input_alone(tmp_path: Path) -> None:
+    # The store answers the probe but can keep nothing for this session (here its directory's
+    # name is taken by a file, as a read-only directory or a full disk would refuse): a body
+    # whose every cut cannot be recalled is not written, not even over its own input.
+    body = {
+        "model": "m",
+        "max_tokens": 10,
+        "tools": [{"name": "Bash", "input_schema": {"type": "object"}}],
+        "messages": [
+            {"role": "user", "content": "run it"},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "Bash", "input": {}}]},
+            {
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": "t1", "content": "line of output\n" * 5000}
+                ],
+            },
+        ],
+    }
+    source = tmp_path / "body.json"
+    source.write_bytes(orjson.dumps(body))
+    given = source.read_bytes()
+    root = tmp_path / "store"
+    root.mkdir()
+    (root / "toolbudget-s1").write_bytes(b"")
+    store = f"dir:{root}"
+    line = one_line_error(cli("compact", str(source), "--session", "s1", "--store", store, "-o", str(source)))
+    assert "could not keep any cut" in line and "toolbudget-s1" in line
+    assert source.read_bytes() == given
+    # The same store keeps another session's cuts, and the body is written.
+    out = tmp_path / "out.json"
+    done = cli("compact", str(source), "--session", "s2", "--store", store, "-o", str(out))
+    assert done.returncode == 0, done.stderr
+    assert b"could not be kept" not in out.read_bytes() and b"<<tb:" in out.read_bytes()
+
+
 # --------------------------------------------------------------------------- the same count on every API
 
 

@@ -621,3 +621,42 @@ def test_an_entry_that_does_not_match_its_key_reads_as_missing(tmp_path: Path, d
         with pytest.raises(NotFoundError):
             session.original(key)
         assert "not found" in session.handle_recall({"key": key})
+
+
+@pytest.mark.parametrize("again", ["warm", "fresh"])
+def test_a_cut_whose_original_is_gone_says_so_when_its_body_is_managed_again(
+    tmp_path: Path, again: str
+) -> None:
+    """A managed body managed again (``compact b.json``) reads its cuts back from their originals.
+
+    When one original was lost since (its file deleted by hand), the request carries only the
+    preview, so nothing can keep it again: the marker must say the rest could not be kept,
+    never name the key the store no longer holds.
+    """
+    output = "".join(f"line {n} of a long command's output\n" for n in range(3000))
+    body = {
+        "model": "m",
+        "max_tokens": 10,
+        "tools": [{"name": "Bash", "input_schema": {"type": "object"}}],
+        "messages": [
+            {"role": "user", "content": "run it"},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "Bash", "input": {}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": output}]},
+        ],
+    }
+    store = f"dir:{tmp_path}"
+    first = Session("s1", store=store)
+    managed = first.manage(body, api="anthropic")
+    (key,) = [m.key for m in find_markers(orjson.dumps(managed.body).decode()) if m.key]
+    os.unlink(tmp_path / "toolbudget-s1" / "tool-results" / f"{key}.txt")
+    session = first if again == "warm" else Session("s1", store=store)
+    second = session.manage(managed.body, api="anthropic")
+    result = wire.parse(second.body, "anthropic").messages[2].parts[0]
+    assert isinstance(result, ToolResult)
+    text = result_text(result)
+    assert text is not None
+    assert [m.key for m in find_markers(text)] == [None]
+    assert "the rest could not be kept and cannot be recalled" in text
+    assert session.manage(second.body, api="anthropic").body == second.body
+    first.close()
+    session.close()

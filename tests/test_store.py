@@ -34,7 +34,7 @@ from toolbudget.errors import InputError, StoreError
 from toolbudget.marker import MARKER_RE
 from toolbudget.store import DirStore, MemoryStore, RedisStore, SqliteStore, Store, open_store
 from toolbudget.store.base import DEFAULT_TTL, namespace
-from toolbudget.store.dir import PARTS_EVERY
+from toolbudget.store.dir import PARTS_EVERY, RACY_NS
 
 if TYPE_CHECKING:
     import redis
@@ -664,6 +664,58 @@ def test_dir_check_does_not_trust_a_time_too_recent_to_tell_changes_apart(
     assert store.missing("s1", keys, sizes) == {keys[3]}
 
 
+def test_dir_check_judges_a_time_by_when_it_was_read_not_after_the_look(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The directory changed 1 ms before the check read its time. An entry the look found is
+    # removed right after it, in the same clock tick (a coarse clock leaves the time as it
+    # was), and the checking thread is then held up past RACY_NS (another thread, a busy
+    # machine). The time was too recent to vouch when read: the next check must look again.
+    store, keys, sizes, results = _filled(tmp_path, 3)
+    when = _age(results, 1_000_000)
+    look = store._look
+
+    def look_then_lose_one(where: str, wanted: list[str]) -> dict[str, int | None]:
+        held = look(where, wanted)
+        (results / f"{keys[1]}.txt").unlink()
+        os.utime(results, ns=(when, when))
+        time.sleep(2 * RACY_NS / 1e9)
+        return held
+
+    monkeypatch.setattr(store, "_look", look_then_lose_one)
+    assert store.missing("s1", keys, sizes) == set()  # all three were there when looked at
+    monkeypatch.undo()
+    assert store.missing("s1", keys, sizes) == {keys[1]}
+
+
+@pytest.mark.parametrize("stranger", ["symlink", "dangling", "directory"])
+def test_dir_a_key_whose_place_holds_no_file_is_kept_or_fails(tmp_path: Path, stranger: str) -> None:
+    # Something other than a regular file in a key's place (a link a deduplicating tool made,
+    # a directory) holds no entry: the check says missing, and the write that keeps it again
+    # must then really keep it, or fail, never report it kept.
+    store, keys, sizes, results = _filled(tmp_path, 3)
+    place = results / f"{keys[0]}.txt"
+    whole = place.read_bytes()
+    place.unlink()
+    if stranger == "symlink":
+        (tmp_path / "copy.txt").write_bytes(whole)
+        place.symlink_to(tmp_path / "copy.txt")
+    elif stranger == "dangling":
+        place.symlink_to(tmp_path / "nowhere.txt")
+    else:
+        place.mkdir()
+    assert store.missing("s1", keys, sizes) == {keys[0]}
+    if stranger == "directory":
+        with pytest.raises(StoreError, match="Is a directory"):
+            store.put_many("s1", {keys[0]: whole})
+        assert store.missing("s1", keys, sizes) == {keys[0]}
+    else:
+        assert store.put_many("s1", {keys[0]: whole}) == set()
+        assert store.missing("s1", keys, sizes) == set()
+        assert store.get("s1", keys[0]) == whole
+        assert not place.is_symlink()
+
+
 def test_dir_keys_ignore_temp_files_and_strangers(tmp_path: Path) -> None:
     store = DirStore(tmp_path)
     store.put("s1", KEY, b"x")
@@ -1194,6 +1246,15 @@ def test_redis_url_password_is_masked(redis_package: None) -> None:
     with pytest.raises(InputError) as caught:
         RedisStore("redis://:s3cret@127.0.0.1:notaport/0")
     assert "s3cret" not in str(caught.value)
+    # A URL urllib cannot read at all (an unclosed IPv6 bracket) is bad input too, not a ValueError,
+    # and its password stays hidden; a session made with it says so in the same words.
+    for url in ("redis://[::1", "redis://user:s3cret@[::1/0"):
+        with pytest.raises(InputError, match="bad redis URL") as caught:
+            RedisStore(url)
+        assert "s3cret" not in str(caught.value)
+        with pytest.raises(InputError, match="bad redis URL") as caught:
+            Session("s1", store=url)
+        assert "s3cret" not in str(caught.value)
 
 
 _OPENER = """

@@ -89,6 +89,11 @@ class Archive:
         """The archived text of ``key``, or ``None``; never raises."""
         raise NotImplementedError
 
+    def absent(self, key: str) -> bool:
+        """Whether the store answers that it does not hold ``key`` (one that fails is not asked
+        to vouch for an absence); never raises."""
+        return False
+
     def still(self, key: str, text: str) -> None:
         """``text``, kept earlier under ``key``, is named again by this request.
 
@@ -391,7 +396,14 @@ def _original_of(text: str, archive: Archive | None, known: _Known | None = None
     keyed = [m for m in find_markers(text) if m.key]
     if len(keyed) != 1:
         return text
-    original = archive.original(keyed[0].key or "")
+    marker = keyed[0]
+    original = archive.original(marker.key or "")
+    if original is None and archive.absent(marker.key or ""):
+        # This session sent it as a cut, and its original is gone since (a file deleted, a
+        # flush): nothing in the request can keep it again, so the marker says so instead of
+        # naming a key the store does not hold.
+        lost = marker_line(marker.omitted, marker.total, key=None, detail=marker.detail)
+        return text[: marker.start] + lost + text[marker.end :]
     return original if original is not None and len(original) > len(text) else text
 
 

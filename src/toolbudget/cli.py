@@ -450,8 +450,9 @@ def compact(
     _store_answers(store_url if store_url is not None else policy.store)
     written: list[bytes] = []
     reports: list[dict[str, Any]] = []
+    said: list[tuple[list[logging.LogRecord], Any, str]] = []
     short = False
-    with Bar("compact", progress_mode) as bar:
+    with _logs_held() as logs, Bar("compact", progress_mode) as bar:
         for done, item in enumerate(inputs, 1):
             # One session per body: each conversation has its own archive (the same one with --session).
             with Session(session, store=store_url, policy=policy) as live, _about(item, source):
@@ -460,9 +461,15 @@ def compact(
             written.append(body if isinstance(body, bytes) else dump(body))
             r = managed.report
             reports.append({**({"line": item.line} if item.line is not None else {}), **r.as_dict()})
-            _compact_summary(r, f"line {item.line}: " if item.line is not None else "")
+            said.append((logs[:], r, f"line {item.line}: " if item.line is not None else ""))
+            logs.clear()
             short = short or r.over_window or bool(r.budget_unreachable)
             bar.update(done, len(inputs))
+    _store_kept_something([r for _, r, _ in said], [record for held, _, _ in said for record in held])
+    for held, r, prefix in said:
+        for record in held:
+            logging.getLogger(record.name).handle(record)
+        _compact_summary(r, prefix)
     _write_bodies(written, inputs, out)
     if report:
         Path(report).write_bytes(dumps(reports if _many(inputs) else reports[0], indent=True))
@@ -488,6 +495,51 @@ def _store_answers(url: str | None) -> None:
         fail(f"the store does not answer, so no cut could be recalled: {exc}")
     finally:
         store.close()
+
+
+def _store_kept_something(reports: list[Any], logs: list[logging.LogRecord]) -> None:
+    """Refuse a run whose store kept none of its cuts (exit 2, nothing written).
+
+    A store can answer the probe and still keep nothing: a read-only
+    directory, a full disk. The body would then be written (over its input,
+    with ``-o`` naming it) with every cut saying it cannot be recalled, and the
+    originals nowhere. A store that fails for some cuts only costs those, as
+    in a session.
+    """
+    lost = sum(r.store_fallbacks for r in reports)
+    if not lost or lost < sum(r.results_cut for r in reports):
+        return
+    why = next((record.getMessage() for record in logs if record.levelno >= logging.WARNING), "")
+    why = why.removeprefix("toolbudget: ")
+    fail(
+        "the store could not keep any cut, so none could be recalled; nothing written"
+        + (f": {why}" if why else "")
+    )
+
+
+class _Held(logging.Handler):
+    def __init__(self, into: list[logging.LogRecord]) -> None:
+        super().__init__()
+        self.into = into
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.into.append(record)
+
+
+@contextmanager
+def _logs_held() -> Iterator[list[logging.LogRecord]]:
+    """Hold the library's log lines back until a command knows it will write its output."""
+    logger = logging.getLogger("toolbudget")
+    held: list[logging.LogRecord] = []
+    handler = _Held(held)
+    propagate = logger.propagate
+    logger.addHandler(handler)
+    logger.propagate = False
+    try:
+        yield held
+    finally:
+        logger.removeHandler(handler)
+        logger.propagate = propagate
 
 
 _PROBE_SESSION = "toolbudget-probe"

@@ -533,6 +533,14 @@ class _SessionArchive(Archive):
             return None
         return self.verified(key, data)
 
+    def absent(self, key: str) -> bool:
+        session = self.session
+        try:
+            data = session._store_call(session.store.get, session.id, key)
+        except StoreError:
+            return False  # a store that fails says nothing of what it holds
+        return self.verified(key, data) is None
+
     def verified(self, key: str, data: bytes | None) -> str | None:
         """``data`` as text when it is what ``key`` was made of, else ``None``.
 

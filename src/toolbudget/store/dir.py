@@ -557,6 +557,10 @@ class DirStore(Store):
         if directory is None:
             return {}
         results = os.path.join(directory, _RESULTS)
+        # The clock is read before the directory's time, and the time is judged by it: a time
+        # that was RACY_NS old when read cannot be the time of a change made after the look
+        # (which in the same tick would leave it as it was), however long the look took.
+        read_at = time.time_ns()
         try:
             info = os.stat(results)
         except FileNotFoundError:
@@ -581,7 +585,7 @@ class DirStore(Store):
             self._found.pop(results, None)
             mtime = info.st_mtime_ns
             margin = RACY_NS if mtime % 1_000_000_000 else 2_000_000_000 + RACY_NS
-            if self.local and mtime < time.time_ns() - margin:
+            if self.local and mtime < read_at - margin:
                 if len(self._found) >= 256:
                     self._found.clear()  # a bound, not an index
                 self._found[results] = (version, dict(held))
@@ -835,6 +839,14 @@ def _read(file: str) -> bytes | None:
         raise StoreError(f"cannot read {file}: {_why(error)}") from error
 
 
+def _regular(path: str) -> bool:
+    """Whether ``path`` is a regular file itself (a link to one is not)."""
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except FileNotFoundError:
+        return False
+
+
 def _mtime(path: str) -> float | None:
     try:
         return os.stat(path).st_mtime
@@ -881,7 +893,7 @@ def _sweep_parts(directory: str, names: Iterable[str] | None = None) -> None:
 
 
 def _write_new(directory: str, name: str, data: bytes, sync: bool = False) -> None:
-    """Create ``directory/name`` holding ``data``, unless it exists.
+    """Create ``directory/name`` holding ``data``, unless it exists as a regular file.
 
     The bytes go to a private temp file first and appear under their name in
     one step (a hard link, which also fails if the name exists), so a reader
@@ -890,8 +902,14 @@ def _write_new(directory: str, name: str, data: bytes, sync: bool = False) -> No
     before it appears, which only a power loss can tell apart.
     """
     final = os.path.join(directory, name)
+    replace = False
     if os.path.lexists(final):
-        return
+        if _regular(final):
+            return
+        # A link, a directory or anything else in an entry's place holds no entry (a check
+        # finds it missing): the entry takes its place, or, where it cannot (a directory), the
+        # write fails and the cut says so, rather than a marker naming what is not there.
+        replace = True
     fd, temp = tempfile.mkstemp(prefix=".", suffix=_PART, dir=directory)
     try:
         try:
@@ -904,6 +922,9 @@ def _write_new(directory: str, name: str, data: bytes, sync: bool = False) -> No
                 os.fsync(fd)
         finally:
             os.close(fd)
+        if replace:
+            os.replace(temp, final)
+            return
         try:
             os.link(temp, final)
         except FileExistsError:

@@ -31,7 +31,16 @@ _MAX_TTL = 1e12  # seconds; PX must fit in 64 bits
 
 def masked_url(url: str) -> str:
     """``url`` with its password hidden, fit for logs and messages."""
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        # Not a URL urllib reads (an unclosed IPv6 bracket): what comes before the last "@" after
+        # the scheme may still hold a password.
+        scheme, sep, rest = url.partition("://")
+        userinfo, at, hostport = rest.rpartition("@")
+        if not sep or not at or ":" not in userinfo:
+            return url
+        return f"{scheme}{sep}{userinfo.partition(':')[0]}:***@{hostport}"
     userinfo, at, hostport = parts.netloc.rpartition("@")
     if not at or ":" not in userinfo:
         return url
@@ -54,7 +63,10 @@ class RedisStore(Store):
             from redis.retry import Retry
         except ImportError as error:
             raise StoreConfigError(_INSTALL_HINT) from error
-        parts = urlsplit(url)
+        try:
+            parts = urlsplit(url)
+        except ValueError as error:  # an unclosed IPv6 bracket
+            raise InputError(f"bad redis URL {masked_url(url)}: {error}") from error
         if parts.scheme not in ("redis", "rediss"):
             raise InputError(f"not a redis URL (redis://host:port/db): {masked_url(url)}")
         query = parse_qsl(parts.query, keep_blank_values=True)
