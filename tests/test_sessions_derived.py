@@ -103,3 +103,38 @@ def test_a_derived_id_parses_only_the_head_of_a_long_history(
         parsed = list(seen)
         assert session.id == _whole_parse_id(long, "anthropic")
         assert parsed and max(parsed) <= 4, parsed
+
+
+def test_one_conversation_gets_one_derived_id_on_every_api(real: list[tuple[str, Conversation]]) -> None:
+    """A Codex rollout's several system blocks are one ``instructions`` string on the Responses
+    API, and a Bedrock body of a conversation the agent opened begins with a placeholder turn:
+    neither changes the id, so a conversation's archive is the same whichever API carries it."""
+    several_blocks = opened_by_agent = 0
+    for name, conversation in real:
+        ids = {api: derived_id(to_request(conversation, api), api)[0] for api in wire.APIS}
+        assert len(set(ids.values())) == 1, (name, ids)
+        several_blocks += len(conversation.system) > 1
+        opened_by_agent += bool(conversation.messages) and conversation.messages[0].role == "assistant"
+    assert several_blocks and opened_by_agent  # both cases were met
+
+
+def test_the_system_prompt_s_blocks_and_the_bedrock_placeholder_do_not_change_the_id() -> None:
+    from toolbudget.model import Message, Text, ToolCall, ToolResult
+
+    conversation = Conversation(
+        "c",
+        "test",
+        (
+            Message("assistant", (ToolCall("c1", "ls", {}),)),
+            Message("tool", (ToolResult("c1", (Text("a b"),)),)),
+        ),
+        (Text("You are an agent."), Text("Be brief.")),
+    )
+    ids = {api: derived_id(to_request(conversation, api), api)[0] for api in wire.APIS}
+    assert len(set(ids.values())) == 1, ids
+    one_block = Conversation("c", "test", conversation.messages, (Text("You are an agent.\nBe brief."),))
+    assert derived_id(to_request(one_block, "anthropic"), "anthropic")[0] == ids["anthropic"]
+    other_task = Conversation(
+        "c", "test", (Message("user", (Text("another task"),)), *conversation.messages), conversation.system
+    )
+    assert derived_id(to_request(other_task, "bedrock-converse"), "bedrock-converse")[0] != ids["anthropic"]

@@ -37,6 +37,7 @@ from . import wire
 from .budget import CUT_PREFIX, Archive, Budgeted, Cut, Unreachable, cut_fresh, enforce, extend
 from .coldrecord import StoreRecord
 from .compaction import Schedule
+from .convert import OPENING_USER_TEXT
 from .errors import InputError, NotFoundError, StoreConfigError, StoreError, ToolbudgetError
 from .incremental import (
     HISTORY,
@@ -51,7 +52,7 @@ from .incremental import (
 from .jsonio import dumps, in_order_of, keep_literals, to_body
 from .marker import is_recall_tool
 from .measure import message_chars, request_chars, request_texts, tokens_of
-from .model import Request, Text, ToolCall, set_origin
+from .model import Message, Request, Text, ToolCall, set_origin
 from .models import context_window
 from .pairing import Repair, appends_validly, call_ids, repair_traced
 from .policy import Policy
@@ -238,14 +239,19 @@ def conversation_id(request: Request) -> str:
     merge user messages in a row into one, the other forms keep them apart,
     and a tool that opens every session with the same words (Claude Code's
     caveat before the user's own) would otherwise give all its sessions one id.
+
+    A conversation converted to each API gives one id: the system prompt is
+    hashed as its blocks' text joined by newlines, as the Responses API's one
+    ``instructions`` string holds them, and the placeholder user turn a
+    Bedrock body of a conversation the agent opened begins with is not the task.
     """
     digest = hashlib.blake2b(digest_size=8, person=b"toolbudget-conv")
     system = [p.text for p in request.system if isinstance(p, Text)]
     system += [p.text for m in request.messages if m.role == "system" for p in m.parts if isinstance(p, Text)]
-    for text in system:
-        digest.update(text.encode("utf-8", "surrogatepass") + b"\x00")
+    if system:
+        digest.update("\n".join(system).encode("utf-8", "surrogatepass") + b"\x00")
     digest.update(b"\x01")
-    others = [m for m in request.messages if m.role != "system"]
+    others = task_messages(request.messages)
     if others:
         role = others[0].role
         digest.update(role.encode())
@@ -258,6 +264,17 @@ def conversation_id(request: Request) -> str:
                 elif isinstance(part, ToolCall):
                     digest.update(b"\x00" + part.name.encode("utf-8", "surrogatepass"))
     return "conv-" + digest.hexdigest()
+
+
+def task_messages(messages: tuple[Message, ...]) -> list[Message]:
+    """The messages from the task on: the system ones left out, and the placeholder turn that
+    opens a converted Bedrock body when the agent spoke first (:data:`OPENING_USER_TEXT`)."""
+    others = [m for m in messages if m.role != "system"]
+    if others and others[0].role == "user" and len(others[0].parts) == 1:
+        part = others[0].parts[0]
+        if isinstance(part, Text) and part.text == OPENING_USER_TEXT:
+            return others[1:]
+    return others
 
 
 @dataclass(frozen=True, slots=True)
