@@ -274,6 +274,27 @@ def test_an_output_that_cannot_be_written_is_refused_before_any_work(tmp_path: P
     assert (tmp_path / "out.json").stat().st_size < len(orjson.dumps(body))
 
 
+def test_a_report_naming_the_input_or_another_output_is_refused_and_nothing_is_lost(tmp_path: Path) -> None:
+    source = tmp_path / "body.json"
+    raw = orjson.dumps(BROKEN)
+    source.write_bytes(raw)
+    store = tmp_path / "store"
+    compact = ("compact", str(source), "--session", "s", "--store", f"dir:{store}")
+    assert "is the input" in one_line_error(cli(*compact, "--report", str(source)))
+    out = tmp_path / "out.json"
+    same = one_line_error(cli(*compact, "-o", str(out), "--report", str(tmp_path / "." / "out.json")))
+    assert "the same file" in same
+    assert "is the input" in one_line_error(cli("repair", str(source), "--report", str(source)))
+    assert "the same file" in one_line_error(
+        cli("inspect", str(source), "--html", str(out), "--png", str(out))
+    )
+    assert source.read_bytes() == raw and not out.exists()
+    # Writing the body over its own file is an edit in place, and still allowed.
+    done = cli("repair", str(source), "-o", str(source), "--report", str(tmp_path / "r.json"))
+    assert done.returncode == 0, done.stderr
+    assert orjson.loads(source.read_bytes()) != BROKEN and (tmp_path / "r.json").exists()
+
+
 def test_compact_bad_store_url_is_one_line(tmp_path: Path) -> None:
     source = tmp_path / "body.json"
     source.write_bytes(orjson.dumps(BROKEN))

@@ -152,6 +152,30 @@ def _output_path(ctx: click.Context, param: click.Parameter, value: str | None) 
     return value
 
 
+def _apart(source: str | None, **outputs: str | None) -> None:
+    """Refuse, before any work, two outputs naming one file, or an output naming the input
+    (``-o`` alone may: writing a body over its own file is an edit in place, done last).
+
+    Otherwise the later write would silently replace the earlier one, or the
+    report the input, and what the caller gave would be lost.
+    """
+    named = {flag: Path(value) for flag, value in outputs.items() if value not in (None, "-")}
+    items = list(named.items())
+    for i, (flag, path) in enumerate(items):
+        for other, there in items[i + 1 :]:
+            if _same_file(path, there):
+                fail(f"--{other} and --{flag} name the same file, {there}")
+        if flag != "output" and source not in (None, "-") and _same_file(path, Path(source)):
+            fail(f"--{flag} {path} is the input; it would be overwritten")
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # one of them does not exist yet
+        return os.path.abspath(a) == os.path.abspath(b)
+
+
 def _output_option(what: str) -> Callable[[F], F]:
     """The ``-o/--output`` option of a command that writes ``what``, checked before any work."""
     return click.option(
@@ -315,6 +339,7 @@ def repair(source: str, api: str | None, out: str | None, report: str | None, cl
 
     A valid body is written back byte for byte.
     """
+    _apart(source, output=out, report=report)
     inputs = read_bodies(read_input(source), _name(source))
     written: list[bytes] = []
     reports: list[dict[str, Any]] = []
@@ -445,6 +470,7 @@ def compact(
             "--store memory: ends with this command, so the keys in the markers it writes could never "
             "be recalled; use dir:PATH (the default workspace) or sqlite:PATH, or redis://HOST:PORT/DB"
         )
+    _apart(source, output=out, report=report)
     inputs = read_bodies(read_input(source), _name(source))
     policy = load_policy(flags).policy
     _store_answers(store_url if store_url is not None else policy.store)
@@ -725,6 +751,7 @@ def replay(
 
     if every and which is not None:
         fail("--all and --conversation choose differently; give one of them")
+    _apart(transcript, report=report)
     loaded = _load(transcript)
     conversations = loaded.conversations
     if not conversations:
@@ -915,6 +942,7 @@ def inspect_command(
     from .inspection import inspect_source
     from .inspection_view import render
 
+    _apart(source, html=html_out, png=png_out)
     if html_out or png_out:
         from .inspection_charts import require
 
