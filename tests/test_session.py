@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import logging
 import os
 import re
 import subprocess
@@ -625,7 +626,7 @@ def test_an_entry_that_does_not_match_its_key_reads_as_missing(tmp_path: Path, d
 
 @pytest.mark.parametrize("again", ["warm", "fresh"])
 def test_a_cut_whose_original_is_gone_says_so_when_its_body_is_managed_again(
-    tmp_path: Path, again: str
+    tmp_path: Path, again: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A managed body managed again (``compact b.json``) reads its cuts back from their originals.
 
@@ -650,7 +651,9 @@ def test_a_cut_whose_original_is_gone_says_so_when_its_body_is_managed_again(
     (key,) = [m.key for m in find_markers(orjson.dumps(managed.body).decode()) if m.key]
     os.unlink(tmp_path / "toolbudget-s1" / "tool-results" / f"{key}.txt")
     session = first if again == "warm" else Session("s1", store=store)
-    second = session.manage(managed.body, api="anthropic")
+    with caplog.at_level(logging.WARNING, logger="toolbudget"):
+        second = session.manage(managed.body, api="anthropic")
+    assert any(key in r.getMessage() and "cannot be recalled" in r.getMessage() for r in caplog.records)
     result = wire.parse(second.body, "anthropic").messages[2].parts[0]
     assert isinstance(result, ToolResult)
     text = result_text(result)

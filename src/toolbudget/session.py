@@ -556,7 +556,16 @@ class _SessionArchive(Archive):
             data = session._store_call(session.store.get, session.id, key)
         except StoreError:
             return False  # a store that fails says nothing of what it holds
-        return self.verified(key, data) is None
+        if self.verified(key, data) is not None:
+            return False
+        # Said once per request that meets it: the CLI prints it, the proxy logs it.
+        _log.warning(
+            "toolbudget: the original of cut %s is gone from the store of session %s (removed since "
+            "it was cut); its marker now says it cannot be recalled",
+            key,
+            session.id,
+        )
+        return True
 
     def verified(self, key: str, data: bytes | None) -> str | None:
         """``data`` as text when it is what ``key`` was made of, else ``None``.
