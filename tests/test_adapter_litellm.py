@@ -32,7 +32,7 @@ from adapter_agent import (
     search_output,
 )
 from toolbudget import MARKER_RE, RECALL_TOOL, CallReport, Policy, Report, Session, Sessions, validate
-from toolbudget.adapters.litellm import ToolbudgetLogger, acompletion
+from toolbudget.adapters.litellm import ToolbudgetLogger, acompletion, completion
 
 __all__ = ["llama_url"]  # the fixture, used by name
 
@@ -252,3 +252,38 @@ def test_the_proxy_config_callback_is_one_the_proxy_calls(monkeypatch: pytest.Mo
     out = asyncio.run(handler.async_pre_call_hook(None, None, big_request(), "acompletion"))
     assert out is not None and MARKER_RE.search(out["messages"][2]["content"])
     handler.source.close()
+
+
+def test_sdk_takes_litellm_answers_appended_to_the_history() -> None:
+    """LiteLLM's own loop appends ``response.choices[0].message`` (a ``Message``) to the history:
+    ``completion`` and ``acompletion`` take it as ``litellm.completion`` does, and still cut."""
+    call = {"id": "call_0", "type": "function", "function": {"name": TOOL, "arguments": '{"query": "q"}'}}
+    messages: list[Any] = [{"role": "user", "content": "Why do the parser tests fail?"}]
+    first = litellm.completion(model="openai/scripted", messages=messages, mock_tool_calls=[call])
+    answer = first.choices[0].message
+    assert not isinstance(answer, dict)
+    messages += [answer, {"role": "tool", "tool_call_id": "call_0", "content": search_output("q")}]
+    with session("ll-objects") as chosen:
+        reports: list[CallReport] = []
+        response = completion(
+            chosen,
+            on_report=reports.append,
+            model="openai/scripted",
+            messages=messages,
+            tools=[SEARCH_TOOL],
+            mock_response="done",
+        )
+        assert response.choices[0].message.content == "done"
+        response = asyncio.run(
+            acompletion(
+                chosen,
+                on_report=reports.append,
+                model="openai/scripted",
+                messages=messages,
+                tools=[SEARCH_TOOL],
+                mock_response="done",
+            )
+        )
+        assert response.choices[0].message.content == "done"
+    for report in reports:
+        assert report.managed.results_cut == 1

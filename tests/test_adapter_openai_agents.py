@@ -255,3 +255,16 @@ def test_example_runs_ten_turns_with_markers_and_a_recall() -> None:
 def test_without_the_sdk_the_import_names_the_extra() -> None:
     out = import_error_without("agents", "openai_agents")
     assert out == "toolbudget.adapters.openai_agents needs agents: pip install 'toolbudget[openai-agents]'"
+
+
+def test_a_model_name_is_a_model_as_for_the_agent(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``Agent(model=...)`` takes a name, and so does ``tb.model(...)``: it is resolved as the SDK
+    resolves an agent's model name, not kept as a string that fails on the run's first call."""
+    from agents import Model
+    from agents.models.openai_responses import OpenAIResponsesModel
+
+    monkeypatch.setenv("OPENAI_API_KEY", "none")  # the client is made, never called here
+    with session("oa-name") as chosen:
+        wrapped = Toolbudget(chosen).model("gpt-5-mini")
+    assert isinstance(wrapped.inner, Model) and isinstance(wrapped.inner, OpenAIResponsesModel)
+    assert wrapped.inner.model == "gpt-5-mini"

@@ -177,6 +177,42 @@ def test_recall_answers_a_key_without_its_session_as_the_session_would(tmp_path:
     assert '"entries":1' in stats and f'"chars":{len(log)}' in stats
 
 
+def test_recall_takes_the_grammar_of_handle_recall_whatever_json_the_model_sends(tmp_path: Path) -> None:
+    """A whole number or ``[A, B]`` for a range, and a key of the wrong type, are answered as
+    ``Session.handle_recall`` answers them, not refused by the SDK's argument validation; the tool's
+    schema still shows the library's strings."""
+    url = f"dir:{tmp_path / 'store'}"
+    with Session("agent-1", store=url) as session:
+        key = cut(session, build_log(4000))
+        asked: list[dict[str, Any]] = [
+            {"key": key, "lines": 7},
+            {"key": key, "lines": [100, 140]},
+            {"key": key, "lines": [3990, None]},
+            {"key": key, "chars": [0, 50]},
+            {"key": key, "lines": [0, 5]},
+            {"key": key, "lines": 1.5},
+            {"key": 7},
+            {"key": key, "grep": 12},
+        ]
+        expected = [
+            as_served(session.handle_recall(args)).replace("toolbudget_recall:", "recall:") for args in asked
+        ]
+    with open_store(url) as store:
+        server = build_server(RecallServer(store))
+        for args, answer in zip(asked, expected, strict=True):
+            assert call(server, "recall", args) == answer, args
+
+        async def schema() -> dict[str, Any]:
+            async with Client(server) as client:
+                (recall, _) = sorted((await client.list_tools()).tools, key=lambda t: t.name)
+                return dict(recall.input_schema)
+
+        properties = asyncio.run(schema())["properties"]
+    assert properties["key"]["type"] == "string"
+    for name in ("lines", "grep", "chars"):
+        assert properties[name]["anyOf"] == [{"type": "string"}, {"type": "null"}]
+
+
 def test_stats_tells_each_tool_its_cuts_and_characters(tmp_path: Path) -> None:
     url = f"dir:{tmp_path / 'store'}"
     expected = two_tools(url, "tools")

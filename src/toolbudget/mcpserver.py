@@ -35,7 +35,7 @@ import json
 from typing import Annotated, Any
 
 import orjson
-from pydantic import Field
+from pydantic import Field, WithJsonSchema
 
 from .budget import CUT_PREFIX, FORM_PREFIX
 from .errors import InputError, NotFoundError
@@ -63,10 +63,15 @@ def _said(name: str) -> str:
     return description
 
 
-Key = Annotated[str, Field(description=_said("key"))]
-Lines = Annotated[str | None, Field(description=_said("lines"))]
-Grep = Annotated[str | None, Field(description=_said("grep"))]
-Chars = Annotated[str | None, Field(description=_said("chars"))]
+# The tools show the model the library's schema (strings), but take any JSON value, as
+# ``Session.handle_recall`` does: a whole number or ``[A, B]`` for a range is the same grammar,
+# and anything else gets the same one-line reason, never a validation error of the SDK's.
+_TEXT = WithJsonSchema({"type": "string"})
+_TEXT_OR_NULL = WithJsonSchema({"anyOf": [{"type": "string"}, {"type": "null"}]})
+Key = Annotated[Any, _TEXT, Field(description=_said("key"))]
+Lines = Annotated[Any, _TEXT_OR_NULL, Field(description=_said("lines"))]
+Grep = Annotated[Any, _TEXT_OR_NULL, Field(description=_said("grep"))]
+Chars = Annotated[Any, _TEXT_OR_NULL, Field(description=_said("chars"))]
 
 UNKNOWN_TOOL = "(unknown)"
 """Where ``stats`` counts an original whose cut has no record of its tool."""

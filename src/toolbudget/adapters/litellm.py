@@ -27,6 +27,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..callreport import CallReport
+from ..clients._body import plain
 from ..flow import ManagedCall, Outcome, adrive, drive, opaque
 from ..recall import recall_tool
 from ..session import Session
@@ -117,10 +118,38 @@ class ToolbudgetLogger(CustomLogger):
         return self.manage(data, call_type)
 
 
+def _is_json(value: Any) -> bool:
+    """Whether ``value`` is JSON data already (dicts, lists, strings, numbers, booleans, ``None``)."""
+    if isinstance(value, str | int | float | bool) or value is None:
+        return True
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _is_json(v) for k, v in value.items())
+    if isinstance(value, list):
+        return all(map(_is_json, value))
+    return False
+
+
 def _split(kwargs: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The wire body among LiteLLM's arguments, and the rest (provider, keys, retries) as given."""
+    """The wire body among LiteLLM's arguments, and the rest (provider, keys, retries) as given.
+
+    LiteLLM takes its own answers back in the history (``messages.append(response.choices[0]
+    .message)``, as its docs do): such a message, or one holding SDK objects, is laid out as the
+    JSON LiteLLM would send for it; a message that is JSON already stays the caller's object.
+    """
     body = {name: value for name, value in kwargs.items() if name in FIELDS["openai-chat"]}
+    for name in ("messages", "tools"):
+        items = body.get(name)
+        if isinstance(items, list | tuple) and not all(map(_is_json, items)):
+            body[name] = [item if _is_json(item) else _plain(item) for item in items]
     return body, {name: value for name, value in kwargs.items() if name not in body}
+
+
+def _plain(item: Any) -> Any:
+    """``item`` as JSON, with the fields LiteLLM leaves out when they are ``None`` left out."""
+    data = plain(item)
+    if isinstance(data, dict):
+        return {k: v for k, v in data.items() if v is not None or k == "content"}
+    return data
 
 
 def _answer(outcome: Outcome, on_report: Callable[[CallReport], None] | None) -> Any:

@@ -34,6 +34,7 @@ from ._common import missing_extra
 
 try:
     from agents import FunctionTool, Model, ModelResponse, RunConfig, Tool
+    from agents.models.multi_provider import MultiProvider
     from agents.run_config import CallModelData, ModelInputData
     from agents.tool_context import ToolContext
 except ImportError as error:
@@ -100,8 +101,14 @@ class Toolbudget:
         """A ``RunConfig`` with :meth:`input_filter` and ``options``."""
         return RunConfig(call_model_input_filter=self.input_filter, **options)
 
-    def model(self, model: Model) -> ToolbudgetModel:
-        """``model`` with every call managed and recovered from context overflow."""
+    def model(self, model: Model | str) -> ToolbudgetModel:
+        """``model`` with every call managed and recovered from context overflow.
+
+        A model name (``"gpt-5-mini"``, what ``Agent(model=...)`` takes too) is resolved the way
+        the SDK resolves an agent's model name by default (``MultiProvider``).
+        """
+        if isinstance(model, str):
+            model = MultiProvider().get_model(model)
         return ToolbudgetModel(model, self)
 
     # --- tools ---------------------------------------------------------------------------
