@@ -27,9 +27,9 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..callreport import CallReport
-from ..clients._body import plain
 from ..flow import ManagedCall, Outcome, adrive, drive, opaque
 from ..recall import recall_tool
+from ..sdkdata import plain
 from ..session import Session
 from ..sessions import Sessions
 from ._common import missing_extra

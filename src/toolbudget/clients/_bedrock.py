@@ -35,7 +35,7 @@ import orjson
 from ..errors import UnsupportedClient
 from ..marker import RECALL_TOOL
 from ..recall import recall_tool
-from ._body import plain
+from ..sdkdata import plain
 from ._call import Plan, run
 from ._proxy import Owned
 

@@ -28,41 +28,16 @@ argument goes back in ``extra_body``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import date
 from typing import Any
 
-__all__ = ["SDK_OPTIONS", "CallArgs", "plain", "split"]
+from ..sdkdata import omitted, plain
+
+__all__ = ["SDK_OPTIONS", "CallArgs", "split"]
 
 SDK_OPTIONS = frozenset({"extra_headers", "extra_query", "extra_body", "timeout"})
 """Keyword arguments every Stainless SDK method takes that are not body fields."""
-
-_OMITTED = frozenset({"NotGiven", "Omit"})
-
-
-def _omitted(value: Any) -> bool:
-    """The SDKs' "not given" sentinels (``NOT_GIVEN``, ``omit``): as if the argument were absent."""
-    return type(value).__name__ in _OMITTED
-
-
-def plain(value: Any) -> Any:
-    """``value`` as plain JSON data, copied: SDK models dumped as the SDK sends them, iterables listed."""
-    if isinstance(value, (str, int, float, bool)) or value is None:
-        return value
-    if isinstance(value, Mapping):
-        return {k: plain(v) for k, v in value.items() if not _omitted(v)}
-    if isinstance(value, (list, tuple)):
-        return [plain(v) for v in value]
-    dump = None if isinstance(value, type) else getattr(value, "model_dump", None)
-    if callable(dump):  # a pydantic model, such as a content block of an earlier answer
-        exclude = getattr(value, "__api_exclude__", None)
-        return plain(dump(mode="json", by_alias=True, exclude_unset=True, exclude=exclude, warnings=False))
-    if isinstance(value, date):
-        return value.isoformat()
-    if isinstance(value, Iterable) and not isinstance(value, (bytes, bytearray, memoryview)):
-        return [plain(v) for v in value]
-    return value
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,7 +95,7 @@ def split(
     for key, value in kwargs.items():
         if key in options or isinstance(value, type):
             passed[key] = value
-        elif value is not None and not _omitted(value):
+        elif value is not None and not omitted(value):
             body[key] = plain(value)
             if key != history and isinstance(value, (list, tuple, dict)):
                 given[key] = (value, body[key])

@@ -40,7 +40,7 @@ import orjson
 from ..errors import UnsupportedClient
 from ..marker import RECALL_TOOL
 from ..recall import recall_tool
-from ._body import plain
+from ..sdkdata import plain
 from ._call import Plan, Wrapping, arun, run
 from ._proxy import Owned, Proxy
 
