@@ -497,6 +497,18 @@ def test_a_byte_order_mark_is_skipped(tmp_path: Path) -> None:
     assert repaired.stdout == raw + b"\n"
 
 
+def test_a_json_string_is_no_body_whatever_it_holds(tmp_path: Path) -> None:
+    """A file holding one JSON string was read as the JSON text inside it: a body encoded twice
+    was accepted as a body, and any other string was called invalid JSON."""
+    for value in (orjson.dumps(BROKEN).decode(), "str", "/etc/passwd"):
+        for command in ("validate", "repair"):
+            line = one_line_error(cli(command, "--api", "anthropic", stdin=orjson.dumps(value)))
+            assert line.endswith("must be a JSON object, not a string"), line
+    lines = orjson.dumps(BROKEN) + b"\n" + orjson.dumps(orjson.dumps(BROKEN).decode()) + b"\n"
+    line = one_line_error(cli("validate", "--api", "anthropic", stdin=lines))
+    assert "line 2 must be a JSON object, not a string" in line, line
+
+
 def test_a_byte_that_is_not_utf8_is_named_with_its_offset() -> None:
     raw = '{"messages": [{"role": "user", "content": "café"}]}'.encode("latin-1")
     line = one_line_error(cli("validate", "--api", "anthropic", stdin=raw))
