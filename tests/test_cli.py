@@ -448,6 +448,33 @@ def test_replay_says_which_conversation_and_takes_conversation_or_all(tmp_path: 
     assert "choose differently" in one_line_error(cli("replay", str(path), "--all", "--conversation", "1"))
 
 
+def test_replay_emit_keeps_every_mode_apart_and_never_mixes_two_runs(tmp_path: Path) -> None:
+    """Under ``--compaction off`` the schedule's bodies (results still cut over their caps) and the
+    unmanaged history's went to one ``off`` directory, the second replacing the first; and a
+    second replay into a directory left the first one's later bodies among its own."""
+    traj: list[dict[str, Any]] = [{"role": "user", "content": "fix the bug"}]
+    for t in range(4):
+        call = {"id": f"c{t}", "type": "function", "function": {"name": "bash", "arguments": "{}"}}
+        traj.append({"role": "assistant", "content": f"step {t}", "tool_calls": [call]})
+        text = "".join(f"line {n} of output {t}\n" for n in range(600))
+        traj.append({"role": "tool", "tool_call_id": f"c{t}", "name": "bash", "content": text})
+    path = tmp_path / "t.json"
+    path.write_bytes(orjson.dumps([{"task_id": 0, "trial": 0, "reward": 1.0, "traj": traj}]))
+    emitted = tmp_path / "emit"
+    done = cli(
+        "replay", str(path), "--compaction", "off", "--result-max-chars", "2000", "--emit", str(emitted)
+    )
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in emitted.iterdir()) == ["eager", "off", "unmanaged"]
+    last = max(p.name for p in (emitted / "off").iterdir())
+    managed = (emitted / "off" / last).read_bytes()
+    unmanaged = (emitted / "unmanaged" / last).read_bytes()
+    assert b"[toolbudget: omitted" in managed and b"[toolbudget: omitted" not in unmanaged
+    line = one_line_error(cli("replay", str(path), "--emit", str(emitted)))
+    assert "already holds bodies" in line
+    assert (emitted / "off" / last).read_bytes() == managed
+
+
 def test_replay_eager_prints_the_eager_row_once(tmp_path: Path) -> None:
     path = tau_bench_file(tmp_path, tasks=1)
     for mode, rows in (

@@ -707,7 +707,10 @@ def clean(session: str | None, store_url: str | None) -> None:
 )
 @click.option("--store", "store_url", help="Archive store URL (memory: by default for a replay).")
 @click.option(
-    "--emit", "emit_dir", type=click.Path(file_okay=False), help="Write each managed body to DIR/NNNN.json."
+    "--emit",
+    "emit_dir",
+    type=click.Path(file_okay=False),
+    help="Write each body to DIR/MODE/NNNN.json (MODE: the schedule, eager, unmanaged).",
 )
 @click.option("--report", callback=_output_path, help="Write per-turn numbers and totals as JSON here.")
 @click.option("--conversation", "which", help="Which conversation of the file (its id or index).")
@@ -780,6 +783,13 @@ def replay(
     if idle is None and given not in (None, click.core.ParameterSource.DEFAULT):
         fail("--idle-every spaces the gaps of --idle; give --idle SECONDS with it")
     _apart({"the transcript": transcript}, {"--report": report})
+    if emit_dir is not None:
+        earlier = next(Path(emit_dir).glob("**/[0-9][0-9][0-9][0-9].json"), None)
+        if earlier is not None:
+            fail(
+                f"--emit {emit_dir} already holds bodies ({earlier}): give a new or empty directory, "
+                "so no body of another replay is billed with these"
+            )
     loaded = _load(transcript)
     conversations = loaded.conversations
     if not conversations:
