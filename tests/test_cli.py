@@ -274,27 +274,6 @@ def test_an_output_that_cannot_be_written_is_refused_before_any_work(tmp_path: P
     assert (tmp_path / "out.json").stat().st_size < len(orjson.dumps(body))
 
 
-def test_a_report_naming_the_input_or_another_output_is_refused_and_nothing_is_lost(tmp_path: Path) -> None:
-    source = tmp_path / "body.json"
-    raw = orjson.dumps(BROKEN)
-    source.write_bytes(raw)
-    store = tmp_path / "store"
-    compact = ("compact", str(source), "--session", "s", "--store", f"dir:{store}")
-    assert "is the input" in one_line_error(cli(*compact, "--report", str(source)))
-    out = tmp_path / "out.json"
-    same = one_line_error(cli(*compact, "-o", str(out), "--report", str(tmp_path / "." / "out.json")))
-    assert "the same file" in same
-    assert "is the input" in one_line_error(cli("repair", str(source), "--report", str(source)))
-    assert "the same file" in one_line_error(
-        cli("inspect", str(source), "--html", str(out), "--png", str(out))
-    )
-    assert source.read_bytes() == raw and not out.exists()
-    # Writing the body over its own file is an edit in place, and still allowed.
-    done = cli("repair", str(source), "-o", str(source), "--report", str(tmp_path / "r.json"))
-    assert done.returncode == 0, done.stderr
-    assert orjson.loads(source.read_bytes()) != BROKEN and (tmp_path / "r.json").exists()
-
-
 def test_compact_bad_store_url_is_one_line(tmp_path: Path) -> None:
     source = tmp_path / "body.json"
     source.write_bytes(orjson.dumps(BROKEN))
@@ -469,6 +448,33 @@ def test_replay_says_which_conversation_and_takes_conversation_or_all(tmp_path: 
     assert "choose differently" in one_line_error(cli("replay", str(path), "--all", "--conversation", "1"))
 
 
+def test_replay_emit_keeps_every_mode_apart_and_never_mixes_two_runs(tmp_path: Path) -> None:
+    """Under ``--compaction off`` the schedule's bodies (results still cut over their caps) and the
+    unmanaged history's went to one ``off`` directory, the second replacing the first; and a
+    second replay into a directory left the first one's later bodies among its own."""
+    traj: list[dict[str, Any]] = [{"role": "user", "content": "fix the bug"}]
+    for t in range(4):
+        call = {"id": f"c{t}", "type": "function", "function": {"name": "bash", "arguments": "{}"}}
+        traj.append({"role": "assistant", "content": f"step {t}", "tool_calls": [call]})
+        text = "".join(f"line {n} of output {t}\n" for n in range(600))
+        traj.append({"role": "tool", "tool_call_id": f"c{t}", "name": "bash", "content": text})
+    path = tmp_path / "t.json"
+    path.write_bytes(orjson.dumps([{"task_id": 0, "trial": 0, "reward": 1.0, "traj": traj}]))
+    emitted = tmp_path / "emit"
+    done = cli(
+        "replay", str(path), "--compaction", "off", "--result-max-chars", "2000", "--emit", str(emitted)
+    )
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in emitted.iterdir()) == ["eager", "off", "unmanaged"]
+    last = max(p.name for p in (emitted / "off").iterdir())
+    managed = (emitted / "off" / last).read_bytes()
+    unmanaged = (emitted / "unmanaged" / last).read_bytes()
+    assert b"[toolbudget: omitted" in managed and b"[toolbudget: omitted" not in unmanaged
+    line = one_line_error(cli("replay", str(path), "--emit", str(emitted)))
+    assert "already holds bodies" in line
+    assert (emitted / "off" / last).read_bytes() == managed
+
+
 def test_replay_eager_prints_the_eager_row_once(tmp_path: Path) -> None:
     path = tau_bench_file(tmp_path, tasks=1)
     for mode, rows in (
@@ -518,6 +524,18 @@ def test_a_byte_order_mark_is_skipped(tmp_path: Path) -> None:
     assert repaired.stdout == raw + b"\n"
 
 
+def test_a_json_string_is_no_body_whatever_it_holds(tmp_path: Path) -> None:
+    """A file holding one JSON string was read as the JSON text inside it: a body encoded twice
+    was accepted as a body, and any other string was called invalid JSON."""
+    for value in (orjson.dumps(BROKEN).decode(), "str", "/etc/passwd"):
+        for command in ("validate", "repair"):
+            line = one_line_error(cli(command, "--api", "anthropic", stdin=orjson.dumps(value)))
+            assert line.endswith("must be a JSON object, not a string"), line
+    lines = orjson.dumps(BROKEN) + b"\n" + orjson.dumps(orjson.dumps(BROKEN).decode()) + b"\n"
+    line = one_line_error(cli("validate", "--api", "anthropic", stdin=lines))
+    assert "line 2 must be a JSON object, not a string" in line, line
+
+
 def test_a_byte_that_is_not_utf8_is_named_with_its_offset() -> None:
     raw = '{"messages": [{"role": "user", "content": "café"}]}'.encode("latin-1")
     line = one_line_error(cli("validate", "--api", "anthropic", stdin=raw))
@@ -553,6 +571,82 @@ def test_a_closed_pipe_ends_quietly(tmp_path: Path) -> None:
         assert b"Broken pipe" not in err and b"Traceback" not in err and b"error" not in err, err
 
 
+def test_a_rich_view_whose_reader_goes_away_ends_with_141(tmp_path: Path) -> None:
+    """``inspect`` and ``config`` print through rich, which exits 1 on a broken pipe by itself."""
+    many = str(tau_bench_file(tmp_path, tasks=3))
+    for command in (("inspect", many, "--conversation", "0"), ("config",)):
+        process = subprocess.Popen(
+            [sys.executable, "-m", "toolbudget.cli", *command],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env={**os.environ, "PYTHONWARNINGS": "ignore"},
+        )
+        assert process.stdout is not None and process.stderr is not None
+        process.stdout.close()
+        err = process.stderr.read()
+        process.stderr.close()
+        assert process.wait() == 141, (command, err)
+        assert b"Traceback" not in err and b"error" not in err, err
+
+
+def test_no_output_replaces_the_input_or_another_output(tmp_path: Path) -> None:
+    """``-o``, ``--report``, ``--html`` or ``--png`` naming the file read (or each other's file)
+    is refused in one line, before any work, and every file given is left as it was."""
+    body = tmp_path / "body.json"
+    body.write_bytes(orjson.dumps(BROKEN))
+    transcript = tau_bench_file(tmp_path, tasks=2)
+    link = tmp_path / "link.json"
+    link.symlink_to(body)
+    given = {body: body.read_bytes(), transcript: transcript.read_bytes()}
+    store = f"dir:{tmp_path / 'store'}"
+    refused = [
+        (("repair", str(body), "-o", str(body)), "is the input"),
+        (("repair", str(body), "--report", str(body)), "is the input"),
+        (("repair", str(body), "-o", str(link)), "is the input"),
+        (("compact", str(body), "--store", store, "-o", str(body)), "is the input"),
+        (("compact", str(body), "--store", store, "--report", str(body)), "is the input"),
+        (("convert", str(transcript), "--to", "gemini", "-o", str(transcript)), "is the transcript"),
+        (("replay", str(transcript), "--report", str(transcript)), "is the transcript"),
+        (("inspect", str(transcript), "--conversation", "0", "--html", str(transcript)), "is the input"),
+    ]
+    same = str(tmp_path / "same.json")
+    refused += [
+        (("repair", str(body), "-o", same, "--report", same), "both name"),
+        (("compact", str(body), "--store", store, "-o", same, "--report", same), "both name"),
+    ]
+    for command, words in refused:
+        line = one_line_error(cli(*command))
+        assert words in line, (command, line)
+        assert {path: path.read_bytes() for path in given} == given, command
+    assert not Path(same).exists()
+    # Outputs that are not regular files may take more than one stream.
+    done = cli("repair", str(body), "-o", os.devnull, "--report", os.devnull)
+    assert done.returncode == 0, done.stderr
+
+
+def test_option_combinations_that_mean_nothing_are_refused(tmp_path: Path) -> None:
+    path = str(tau_bench_file(tmp_path, tasks=2))
+    line = one_line_error(cli("convert", path, "--to", "gemini", "--all", "--conversation", "1"))
+    assert "choose differently" in line
+    assert "--idle" in one_line_error(cli("replay", path, "--idle-every", "3"))
+    for idle in ("nan", "inf", "1e400"):
+        line = one_line_error(cli("replay", path, "--idle", idle))
+        assert line.startswith("toolbudget: error: --idle") and "now=" not in line, line
+    # Gaps each a double's range apart: the third request would arrive past what a clock holds.
+    steps: list[dict[str, Any]] = [{"role": "user", "content": "Where are flights 0, 1 and 2?"}]
+    for n in range(3):
+        call = {"id": f"c{n}", "type": "function", "function": {"name": "status", "arguments": "{}"}}
+        steps += [
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": f"c{n}", "name": "status", "content": "on time"},
+        ]
+    longer = tmp_path / "longer.json"
+    longer.write_text(json.dumps([{"task_id": 0, "reward": 1.0, "info": {}, "traj": steps, "trial": 0}]))
+    assert cli("replay", str(longer), "--idle", "1e300", "--idle-every", "1").returncode == 0
+    line = one_line_error(cli("replay", str(longer), "--idle", "1e308", "--idle-every", "1"))
+    assert line.startswith("toolbudget: error: --idle") and "now=" not in line, line
+
+
 def test_compact_refuses_a_store_that_dies_with_it(tmp_path: Path) -> None:
     source = tmp_path / "body.json"
     source.write_bytes(orjson.dumps(BROKEN))
@@ -578,7 +672,8 @@ def test_compact_refuses_a_store_that_does_not_answer_and_writes_nothing(tmp_pat
 def test_compact_refuses_a_store_that_keeps_no_cut_and_leaves_its_input_alone(tmp_path: Path) -> None:
     # The store answers the probe but can keep nothing for this session (here its directory's
     # name is taken by a file, as a read-only directory or a full disk would refuse): a body
-    # whose every cut cannot be recalled is not written, not even over its own input.
+    # whose every cut cannot be recalled is not written. (``-o`` naming the input itself is
+    # refused before any work: see test_no_output_replaces_the_input_or_another_output.)
     body = {
         "model": "m",
         "max_tokens": 10,
@@ -601,9 +696,12 @@ def test_compact_refuses_a_store_that_keeps_no_cut_and_leaves_its_input_alone(tm
     root.mkdir()
     (root / "toolbudget-s1").write_bytes(b"")
     store = f"dir:{root}"
-    line = one_line_error(cli("compact", str(source), "--session", "s1", "--store", store, "-o", str(source)))
+    unwritten = tmp_path / "unwritten.json"
+    line = one_line_error(
+        cli("compact", str(source), "--session", "s1", "--store", store, "-o", str(unwritten))
+    )
     assert "could not keep any cut" in line and "toolbudget-s1" in line
-    assert source.read_bytes() == given
+    assert source.read_bytes() == given and not unwritten.exists()
     # The same store keeps another session's cuts, and the body is written.
     out = tmp_path / "out.json"
     done = cli("compact", str(source), "--session", "s2", "--store", store, "-o", str(out))

@@ -157,9 +157,9 @@ def test_replay_session_bills_all_three_modes_under_one_price_and_emits_each(tmp
     conversation = session_of(8)
     outcome = replay_session(conversation, "anthropic", Policy(cache_price="openai"), emit=tmp_path)
     assert {outcome.managed.price, outcome.eager.price, outcome.unmanaged.price} == {OPENAI}
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["cache-aware", "eager", "off"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cache-aware", "eager", "unmanaged"]
     count = outcome.managed.requests
-    assert all(len(list((tmp_path / m).iterdir())) == count for m in ("cache-aware", "eager", "off"))
+    assert all(len(list((tmp_path / m).iterdir())) == count for m in ("cache-aware", "eager", "unmanaged"))
     # The emitted bodies bill again to the same totals.
     texts = []
     for n in range(count):

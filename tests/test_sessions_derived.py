@@ -138,3 +138,36 @@ def test_the_system_prompt_s_blocks_and_the_bedrock_placeholder_do_not_change_th
         "c", "test", (Message("user", (Text("another task"),)), *conversation.messages), conversation.system
     )
     assert derived_id(to_request(other_task, "bedrock-converse"), "bedrock-converse")[0] != ids["anthropic"]
+
+
+def test_tasks_of_an_agent_that_speaks_first_get_their_own_ids() -> None:
+    """A support agent greets every user with the same words (all fifty tasks of a tau2 run did):
+    the user's first words after the greeting are the task, so each task gets its own archive,
+    with the same id on every API and from the head as from the whole parse."""
+    from toolbudget.model import Message, Text, ToolCall, ToolResult
+
+    def conversation(task: str) -> Conversation:
+        return Conversation(
+            task,
+            "test",
+            (
+                Message("assistant", (Text("Hi! How can I help you today?"),)),
+                Message("user", (Text(task),)),
+                Message("assistant", (ToolCall("c1", "get_flight", {}),)),
+                Message("tool", (ToolResult("c1", (Text("on time"),)),)),
+                Message("assistant", (Text("It is on time."),)),
+            ),
+            (Text("You are an airline agent."),),
+        )
+
+    seen: dict[str, str] = {}
+    for task in ("Where is flight 1?", "Cancel my booking."):
+        ids = set()
+        for api in wire.APIS:
+            body = to_request(conversation(task), api)
+            sid, _ = derived_id(body, api)
+            assert sid == _whole_parse_id(body, api), api
+            ids.add(sid)
+        assert len(ids) == 1, (task, ids)
+        seen[task] = ids.pop()
+    assert len(set(seen.values())) == 2, seen

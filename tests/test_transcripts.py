@@ -1094,8 +1094,14 @@ def test_real_session_cut_mid_line(shared: Path, tmp_path: Path, file: str) -> N
 def test_invalid_utf8(tmp_path: Path) -> None:
     path = tmp_path / "bad.json"
     path.write_bytes(b'{"sessionId": "\xff", "messages": []}')
-    with pytest.raises(EncodingError, match=r"not UTF-8 text \(byte 0xff at offset 15\)"):
+    with pytest.raises(EncodingError, match=r"not UTF-8 text \(byte 0xff at offset 15, line 1, column 16\)"):
         load_transcript(path)
+    # In a JSON Lines session, the line is what a reader looks for (the README: value, offset,
+    # line and column).
+    lines = tmp_path / "bad.jsonl"
+    lines.write_bytes(b'{"type": "user"}\n{"type": "x", "a": "\xe9"}\n')
+    with pytest.raises(EncodingError, match=r"byte 0xe9 at offset 37, line 2, column 21\)"):
+        load_transcript(lines)
 
 
 @pytest.mark.parametrize("value", [{"hello": 1}, [], [1, 2], "text", 3])

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+import math
 import os
 import re
 import sys
@@ -97,6 +98,24 @@ def reader_gone() -> NoReturn:
     sys.exit(SIGPIPE_STATUS)
 
 
+def _stdout_console() -> Any:
+    """A rich ``Console`` on stdout, laid out for a fixed width when piped, that ends as
+    :func:`reader_gone` does when its reader goes away.
+
+    Rich catches the ``BrokenPipeError`` itself and exits with status 1, which
+    a script would read as a failure; ``| head`` is no failure.
+    """
+    from rich.console import Console
+
+    class _Piped(Console):
+        def on_broken_pipe(self) -> None:
+            self.quiet = True
+            reader_gone()
+
+    # Piped or redirected, laid out for a fixed width, so the text is the same everywhere.
+    return _Piped(width=None if sys.stdout.isatty() else 120)
+
+
 def _load(path: str) -> Transcript:
     """The transcript at ``path``, its warnings said on stderr as one line each."""
     with warnings.catch_warnings():
@@ -152,30 +171,6 @@ def _output_path(ctx: click.Context, param: click.Parameter, value: str | None) 
     return value
 
 
-def _apart(source: str | None, **outputs: str | None) -> None:
-    """Refuse, before any work, two outputs naming one file, or an output naming the input
-    (``-o`` alone may: writing a body over its own file is an edit in place, done last).
-
-    Otherwise the later write would silently replace the earlier one, or the
-    report the input, and what the caller gave would be lost.
-    """
-    named = {flag: Path(value) for flag, value in outputs.items() if value not in (None, "-")}
-    items = list(named.items())
-    for i, (flag, path) in enumerate(items):
-        for other, there in items[i + 1 :]:
-            if _same_file(path, there):
-                fail(f"--{other} and --{flag} name the same file, {there}")
-        if flag != "output" and source not in (None, "-") and _same_file(path, Path(source)):
-            fail(f"--{flag} {path} is the input; it would be overwritten")
-
-
-def _same_file(a: Path, b: Path) -> bool:
-    try:
-        return os.path.samefile(a, b)
-    except OSError:  # one of them does not exist yet
-        return os.path.abspath(a) == os.path.abspath(b)
-
-
 def _output_option(what: str) -> Callable[[F], F]:
     """The ``-o/--output`` option of a command that writes ``what``, checked before any work."""
     return click.option(
@@ -188,6 +183,32 @@ def write_output(data: bytes, out: str | None) -> None:
         emit(data if data.endswith(b"\n") else data + b"\n")
     else:
         Path(out).write_bytes(data)
+
+
+def _apart(inputs: Mapping[str, str], outputs: Mapping[str, str | None]) -> None:
+    """Refuse, before any work, a file to write that is an input, or that another output names.
+
+    Each output is written whole after the work, so one naming the input
+    (``-o``, ``--report`` or ``--html`` on the session file or body being
+    read) would replace what the user gave with the command's answer, and
+    two outputs naming one file would leave only the second. Only regular
+    files (and paths not yet made) count: ``/dev/null`` may take both.
+    """
+    seen: dict[Any, str] = {}
+    for flag, value in outputs.items():
+        if value is None or value == "-":
+            continue
+        path = Path(value)
+        if path.exists() and not path.is_file():
+            continue
+        for what, source in inputs.items():
+            if source != "-" and path.exists() and Path(source).is_file() and path.samefile(source):
+                fail(f"{flag} {value} is {what} {source}: writing there would replace it; write elsewhere")
+        here = path.stat() if path.exists() else None
+        key = (here.st_dev, here.st_ino) if here is not None else os.path.realpath(path)
+        if key in seen:
+            fail(f"{seen[key]} and {flag} both name {value}: each needs a file of its own")
+        seen[key] = flag
 
 
 def _session_id(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
@@ -339,7 +360,7 @@ def repair(source: str, api: str | None, out: str | None, report: str | None, cl
 
     A valid body is written back byte for byte.
     """
-    _apart(source, output=out, report=report)
+    _apart({"the input": source}, {"--output": out, "--report": report})
     inputs = read_bodies(read_input(source), _name(source))
     written: list[bytes] = []
     reports: list[dict[str, Any]] = []
@@ -408,6 +429,9 @@ def convert(
     """
     if max_tokens is not None and max_tokens <= 0:
         fail(f"--max-tokens must be a positive number of tokens, not {max_tokens}")
+    if every and which is not None:
+        fail("--all and --conversation choose differently; give one of them")
+    _apart({"the transcript": transcript}, {"--output": out})
     loaded = _load(transcript)
     conversations = loaded.conversations
     if not conversations:
@@ -470,7 +494,7 @@ def compact(
             "--store memory: ends with this command, so the keys in the markers it writes could never "
             "be recalled; use dir:PATH (the default workspace) or sqlite:PATH, or redis://HOST:PORT/DB"
         )
-    _apart(source, output=out, report=report)
+    _apart({"the input": source}, {"--output": out, "--report": report})
     inputs = read_bodies(read_input(source), _name(source))
     policy = load_policy(flags).policy
     _store_answers(store_url if store_url is not None else policy.store)
@@ -527,10 +551,9 @@ def _store_kept_something(reports: list[Any], logs: list[logging.LogRecord]) -> 
     """Refuse a run whose store kept none of its cuts (exit 2, nothing written).
 
     A store can answer the probe and still keep nothing: a read-only
-    directory, a full disk. The body would then be written (over its input,
-    with ``-o`` naming it) with every cut saying it cannot be recalled, and the
-    originals nowhere. A store that fails for some cuts only costs those, as
-    in a session.
+    directory, a full disk. The body would then be written with every cut
+    saying it cannot be recalled, and the originals nowhere. A store that fails
+    for some cuts only costs those, as in a session.
     """
     lost = sum(r.store_fallbacks for r in reports)
     if not lost or lost < sum(r.results_cut for r in reports):
@@ -684,7 +707,10 @@ def clean(session: str | None, store_url: str | None) -> None:
 )
 @click.option("--store", "store_url", help="Archive store URL (memory: by default for a replay).")
 @click.option(
-    "--emit", "emit_dir", type=click.Path(file_okay=False), help="Write each managed body to DIR/NNNN.json."
+    "--emit",
+    "emit_dir",
+    type=click.Path(file_okay=False),
+    help="Write each body to DIR/MODE/NNNN.json (MODE: the schedule, eager, unmanaged).",
 )
 @click.option("--report", callback=_output_path, help="Write per-turn numbers and totals as JSON here.")
 @click.option("--conversation", "which", help="Which conversation of the file (its id or index).")
@@ -751,7 +777,19 @@ def replay(
 
     if every and which is not None:
         fail("--all and --conversation choose differently; give one of them")
-    _apart(transcript, report=report)
+    if idle is not None and not math.isfinite(idle):
+        fail(f"--idle must be a finite number of seconds, not {idle}")
+    given = click.get_current_context().get_parameter_source("idle_every")
+    if idle is None and given not in (None, click.core.ParameterSource.DEFAULT):
+        fail("--idle-every spaces the gaps of --idle; give --idle SECONDS with it")
+    _apart({"the transcript": transcript}, {"--report": report})
+    if emit_dir is not None:
+        earlier = next(Path(emit_dir).glob("**/[0-9][0-9][0-9][0-9].json"), None)
+        if earlier is not None:
+            fail(
+                f"--emit {emit_dir} already holds bodies ({earlier}): give a new or empty directory, "
+                "so no body of another replay is billed with these"
+            )
     loaded = _load(transcript)
     conversations = loaded.conversations
     if not conversations:
@@ -781,6 +819,8 @@ def replay(
             sink = sink / f"{index:03d}"
         label = f"replay {index + 1}/{len(conversations)}" if every else "replay"
         arrivals = arrivals_for(request_count(conversation), idle, idle_every)
+        if arrivals and not math.isfinite(arrivals[-1]):
+            fail(f"--idle {idle:g}: the requests' arrival times would pass what a clock can hold")
         if own_clock:
             arrivals = transcript_arrivals(Path(transcript), conversation)
             if arrivals is None:
@@ -870,7 +910,6 @@ def config_command(as_json: bool, **flags: Any) -> None:
     if as_json:
         emit(dumps({"files": [str(path) for path in loaded.files], "settings": rows}, indent=True) + b"\n")
         return
-    from rich.console import Console
     from rich.table import Table
 
     table = Table(title="toolbudget settings")
@@ -881,8 +920,7 @@ def config_command(as_json: bool, **flags: Any) -> None:
         table.add_row(
             row["setting"], doc.default if shown == "-" else shown, row["source"], row["where"] or ""
         )
-    # Piped or redirected, laid out for a fixed width, so the text is the same everywhere.
-    console = Console(width=None if sys.stdout.isatty() else 120)
+    console = _stdout_console()
     console.print(table)
     files = (
         ", ".join(str(path) for path in loaded.files) or "none (searched up to the top of the git checkout)"
@@ -937,12 +975,10 @@ def inspect_command(
     results and their kinds, and what each compaction schedule would send and
     bill. --html and --png need the report extra: pip install 'toolbudget[report]'.
     """
-    from rich.console import Console
-
     from .inspection import inspect_source
     from .inspection_view import render
 
-    _apart(source, html=html_out, png=png_out)
+    _apart({"the input": source}, {"--html": html_out, "--png": png_out})
     if html_out or png_out:
         from .inspection_charts import require
 
@@ -951,8 +987,7 @@ def inspect_command(
         session, inspection = inspect_source(source, api=api, conversation=which, progress=bar.update)
     for note in session.notes:
         click.echo(f"toolbudget: warning: {note}", err=True)
-    # Piped or redirected, the view is laid out for a fixed width, so its text is the same everywhere.
-    render(inspection, Console(width=None if sys.stdout.isatty() else 120))
+    render(inspection, _stdout_console())
     if html_out or png_out:
         from .inspection_charts import html_report, png_report
 

@@ -141,7 +141,7 @@ def _lines(data: bytes, what: str) -> list[Input] | None:
             raise
         read.append((n, line, value, exact))
     _refuse_transcript(None, [r[2] for r in read[:_SNIFFED]], what)
-    return [Input(to_body(value, what=f"{what} line {n}"), line, n, exact) for n, line, value, exact in read]
+    return [Input(_object(value, f"{what} line {n}"), line, n, exact) for n, line, value, exact in read]
 
 
 _SNIFFED = 20
@@ -175,7 +175,19 @@ def read_bodies(data: bytes, what: str) -> list[Input]:
             raise
         return many
     _refuse_transcript(value, [], what)
-    return [Input(to_body(value, what=what), data, None, exact)]
+    return [Input(_object(value, what), data, None, exact)]
+
+
+def _object(value: Any, what: str) -> dict[str, Any]:
+    """The body a JSON value read from a file is, or :class:`ShapeError`.
+
+    The library's :func:`~toolbudget.jsonio.to_body` reads a ``str`` as JSON
+    text; a file whose JSON value is a string is no body, whatever the string
+    says (a JSON text inside it, or a path).
+    """
+    if isinstance(value, str):
+        raise ShapeError(f"{what} must be a JSON object, not a string")
+    return to_body(value, what=what)
 
 
 def dump(value: Any) -> bytes:

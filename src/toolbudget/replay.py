@@ -222,6 +222,10 @@ def arrivals_for(count: int, idle: float | None, every: int) -> list[float] | No
     return out
 
 
+UNMANAGED = "unmanaged"
+"""The ``--emit`` subdirectory of the unmanaged history's bodies, named as its row of the table."""
+
+
 def replay_requests(
     conversation: Conversation,
     api: str,
@@ -370,7 +374,10 @@ def replay_session(
         price = price_for(policy, api, "replay")
     runs = 2 if policy.compaction == "eager" else 3
     tick = counter(runs * request_count(conversation), progress)
-    sinks = (emit / policy.compaction, emit / "eager", emit / "off") if emit is not None else (None,) * 3
+    # The unmanaged history is not the schedule "off" (which still cuts results over their caps):
+    # under --compaction off the two would share one directory and the unmanaged bodies replace
+    # the managed ones.
+    sinks = (emit / policy.compaction, emit / "eager", emit / UNMANAGED) if emit is not None else (None,) * 3
     managed, events = replay_managed(
         conversation,
         api,

@@ -252,18 +252,50 @@ def conversation_id(request: Request) -> str:
         digest.update("\n".join(system).encode("utf-8", "surrogatepass") + b"\x00")
     digest.update(b"\x01")
     others = task_messages(request.messages)
-    if others:
-        role = others[0].role
-        digest.update(role.encode())
-        for message in others:
-            if message.role != role:
-                break
+    for start, end in _task_runs(others):
+        digest.update(others[start].role.encode())
+        for message in others[start:end]:
             for part in message.parts:
                 if isinstance(part, Text):
                     digest.update(b"\x00" + part.text.encode("utf-8", "surrogatepass"))
                 elif isinstance(part, ToolCall):
                     digest.update(b"\x00" + part.name.encode("utf-8", "surrogatepass"))
     return "conv-" + digest.hexdigest()
+
+
+def _task_runs(messages: list[Message]) -> list[tuple[int, int]]:
+    """Where the task is in ``messages`` (from :func:`task_messages`): its opening run of one role,
+    and, when the agent spoke first and the user answered in words, the user's run right after it.
+
+    An agent that opens every conversation with the same words (a support
+    agent's greeting) would otherwise give every task of it one id, as a
+    tau2 run's fifty tasks had. A run still open at the end of ``messages``
+    ends there.
+    """
+    if not messages:
+        return []
+    opening = _run_end(messages, 0)
+    runs = [(0, opening)]
+    if messages[0].role == "assistant" and opening < len(messages):
+        answer = messages[opening]
+        # The user's own words: results of the agent's opening calls are a user message on
+        # some APIs and a tool message on others, and must not make the id differ between them.
+        if answer.role == "user" and answer.parts and all(isinstance(p, Text) for p in answer.parts):
+            runs.append((opening, _run_end(messages, opening)))
+    return runs
+
+
+def _run_end(messages: list[Message], start: int) -> int:
+    role = messages[start].role
+    return next((i for i in range(start, len(messages)) if messages[i].role != role), len(messages))
+
+
+def task_read_whole(messages: tuple[Message, ...]) -> bool:
+    """Whether every message the id reads has ended inside ``messages``: each run of the task
+    is followed by a message of another role, so no later message can change the id."""
+    others = task_messages(messages)
+    runs = _task_runs(others)
+    return bool(runs) and runs[-1][1] < len(others)
 
 
 def task_messages(messages: tuple[Message, ...]) -> list[Message]:

@@ -72,7 +72,7 @@ from .errors import InputError, StoreConfigError, StoreError
 from .jsonio import to_body
 from .model import Request, Text
 from .policy import Policy
-from .session import Session, TokenCounter, conversation_id, task_messages
+from .session import Session, TokenCounter, conversation_id, task_read_whole
 from .store import Store, open_store
 
 __all__ = ["SESSION_HEADER", "Sessions", "derived_id", "session_id_of"]
@@ -211,9 +211,8 @@ def _head_id(
         request = parse({**head, key: [*entries[:end], *later]}, cache)
         if end == len(entries):
             break
-        roles = [m.role for m in task_messages(request.messages[:end])]
-        if any(role != roles[0] for role in roles[1:]):
-            break  # the task's run ends inside the head: later entries cannot change the id
+        if task_read_whole(request.messages[:end]):
+            break  # the task's runs end inside the head: later entries cannot change the id
         end = min(len(entries), first + 2 * (end - first))
     return conversation_id(_without_billing(request))
 

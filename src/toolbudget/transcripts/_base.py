@@ -133,8 +133,11 @@ def _check_utf8(p: Path, data: bytes) -> tuple[bytes, int | None]:
         ends_inside = exc.end == len(data) and exc.reason == _ENDS_EARLY
         if ends_inside and newline >= 0 and data[:newline].strip():
             return data[: newline + 1], data.count(b"\n", 0, newline + 1) + 1
+        line = data.count(b"\n", 0, exc.start) + 1
+        column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
         raise EncodingError(
-            f"{p} is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})"
+            f"{p} is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start}, "
+            f"line {line}, column {column})"
         ) from None
     return data, None
 
