@@ -247,3 +247,17 @@ def lost_results(damaged: Request, fixed: Request) -> list[str | None]:
                 if text not in kept and not any(k.startswith(text) for k in kept):
                     lost.append(part.call_id)
     return lost
+
+
+def bash_body(output: str) -> dict[str, Any]:
+    """An Anthropic body whose one Bash call answered ``output``: the smallest history a cut needs."""
+    return {
+        "model": "m",
+        "max_tokens": 10,
+        "tools": [{"name": "Bash", "input_schema": {"type": "object"}}],
+        "messages": [
+            {"role": "user", "content": "run it"},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "Bash", "input": {}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": output}]},
+        ],
+    }

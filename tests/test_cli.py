@@ -14,6 +14,7 @@ import orjson
 import pytest
 
 import toolbudget
+from histories import bash_body
 from toolbudget import (
     EncodingError,
     InvalidJSON,
@@ -49,6 +50,21 @@ def cli(
         check=False,
         env={**os.environ, "PYTHONWARNINGS": "ignore"},
     )
+
+
+def reader_gone(command: tuple[str, ...]) -> tuple[int, bytes]:
+    """A command whose reader closes the pipe at once (``| head -0``): its status and stderr."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "toolbudget.cli", *command],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "PYTHONWARNINGS": "ignore"},
+    )
+    assert process.stdout is not None and process.stderr is not None
+    process.stdout.close()
+    err = process.stderr.read()
+    process.stderr.close()
+    return process.wait(), err
 
 
 def one_line_error(done: subprocess.CompletedProcess[bytes]) -> str:
@@ -557,17 +573,8 @@ def test_a_closed_pipe_ends_quietly(tmp_path: Path) -> None:
         ("convert", many, "--to", "anthropic", "--all"),
         ("validate", str(path)),
     ):
-        process = subprocess.Popen(
-            [sys.executable, "-m", "toolbudget.cli", *command],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env={**os.environ, "PYTHONWARNINGS": "ignore"},
-        )
-        assert process.stdout is not None and process.stderr is not None
-        process.stdout.close()
-        err = process.stderr.read()
-        process.stderr.close()
-        assert process.wait() == 141, err
+        status, err = reader_gone(command)
+        assert status == 141, err
         assert b"Broken pipe" not in err and b"Traceback" not in err and b"error" not in err, err
 
 
@@ -575,17 +582,8 @@ def test_a_rich_view_whose_reader_goes_away_ends_with_141(tmp_path: Path) -> Non
     """``inspect`` and ``config`` print through rich, which exits 1 on a broken pipe by itself."""
     many = str(tau_bench_file(tmp_path, tasks=3))
     for command in (("inspect", many, "--conversation", "0"), ("config",)):
-        process = subprocess.Popen(
-            [sys.executable, "-m", "toolbudget.cli", *command],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env={**os.environ, "PYTHONWARNINGS": "ignore"},
-        )
-        assert process.stdout is not None and process.stderr is not None
-        process.stdout.close()
-        err = process.stderr.read()
-        process.stderr.close()
-        assert process.wait() == 141, (command, err)
+        status, err = reader_gone(command)
+        assert status == 141, (command, err)
         assert b"Traceback" not in err and b"error" not in err, err
 
 
@@ -674,21 +672,7 @@ def test_compact_refuses_a_store_that_keeps_no_cut_and_leaves_its_input_alone(tm
     # name is taken by a file, as a read-only directory or a full disk would refuse): a body
     # whose every cut cannot be recalled is not written. (``-o`` naming the input itself is
     # refused before any work: see test_no_output_replaces_the_input_or_another_output.)
-    body = {
-        "model": "m",
-        "max_tokens": 10,
-        "tools": [{"name": "Bash", "input_schema": {"type": "object"}}],
-        "messages": [
-            {"role": "user", "content": "run it"},
-            {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "Bash", "input": {}}]},
-            {
-                "role": "user",
-                "content": [
-                    {"type": "tool_result", "tool_use_id": "t1", "content": "line of output\n" * 5000}
-                ],
-            },
-        ],
-    }
+    body = bash_body("line of output\n" * 5000)
     source = tmp_path / "body.json"
     source.write_bytes(orjson.dumps(body))
     given = source.read_bytes()

@@ -18,6 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from histories import bash_body
 from toolbudget import to_request, validate, wire
 from toolbudget.budget import MIN_PREVIEW_CHARS, result_text
 from toolbudget.errors import InputError, NotFoundError
@@ -635,16 +636,7 @@ def test_a_cut_whose_original_is_gone_says_so_when_its_body_is_managed_again(
     never name the key the store no longer holds.
     """
     output = "".join(f"line {n} of a long command's output\n" for n in range(3000))
-    body = {
-        "model": "m",
-        "max_tokens": 10,
-        "tools": [{"name": "Bash", "input_schema": {"type": "object"}}],
-        "messages": [
-            {"role": "user", "content": "run it"},
-            {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "Bash", "input": {}}]},
-            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": output}]},
-        ],
-    }
+    body = bash_body(output)
     store = f"dir:{tmp_path}"
     first = Session("s1", store=store)
     managed = first.manage(body, api="anthropic")
