@@ -261,3 +261,14 @@ def bash_body(output: str) -> dict[str, Any]:
             {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": output}]},
         ],
     }
+
+
+def bash_turns(turns: int) -> list[dict[str, Any]]:
+    """A tau-bench trajectory (OpenAI Chat messages) of ``turns`` Bash calls, each answering 600 lines."""
+    traj: list[dict[str, Any]] = [{"role": "user", "content": "fix the bug"}]
+    for t in range(turns):
+        call = {"id": f"c{t}", "type": "function", "function": {"name": "bash", "arguments": "{}"}}
+        traj.append({"role": "assistant", "content": f"step {t}", "tool_calls": [call]})
+        text = "".join(f"line {n} of output {t}\n" for n in range(600))
+        traj.append({"role": "tool", "tool_call_id": f"c{t}", "name": "bash", "content": text})
+    return traj

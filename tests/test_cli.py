@@ -14,7 +14,7 @@ import orjson
 import pytest
 
 import toolbudget
-from histories import bash_body
+from histories import bash_body, bash_turns
 from toolbudget import (
     EncodingError,
     InvalidJSON,
@@ -468,12 +468,7 @@ def test_replay_emit_keeps_every_mode_apart_and_never_mixes_two_runs(tmp_path: P
     """Under ``--compaction off`` the schedule's bodies (results still cut over their caps) and the
     unmanaged history's went to one ``off`` directory, the second replacing the first; and a
     second replay into a directory left the first one's later bodies among its own."""
-    traj: list[dict[str, Any]] = [{"role": "user", "content": "fix the bug"}]
-    for t in range(4):
-        call = {"id": f"c{t}", "type": "function", "function": {"name": "bash", "arguments": "{}"}}
-        traj.append({"role": "assistant", "content": f"step {t}", "tool_calls": [call]})
-        text = "".join(f"line {n} of output {t}\n" for n in range(600))
-        traj.append({"role": "tool", "tool_call_id": f"c{t}", "name": "bash", "content": text})
+    traj = bash_turns(4)
     path = tmp_path / "t.json"
     path.write_bytes(orjson.dumps([{"task_id": 0, "trial": 0, "reward": 1.0, "traj": traj}]))
     emitted = tmp_path / "emit"

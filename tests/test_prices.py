@@ -13,6 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from bash_history import bash_history
+from histories import bash_turns
 from toolbudget import load_transcript, to_request, wire
 from toolbudget.cli import main
 from toolbudget.errors import InputError
@@ -170,12 +171,7 @@ def test_replay_session_bills_all_three_modes_under_one_price_and_emits_each(tmp
 
 def test_replay_price_and_idle_options(tmp_path: Path) -> None:
     # A tau-bench results file (OpenAI chat messages) of one twelve-turn conversation.
-    traj: list[dict[str, object]] = [{"role": "user", "content": "fix the bug"}]
-    for t in range(12):
-        call = {"id": f"c{t}", "type": "function", "function": {"name": "bash", "arguments": "{}"}}
-        traj.append({"role": "assistant", "content": f"step {t}", "tool_calls": [call]})
-        text = "".join(f"line {n} of output {t}\n" for n in range(600))
-        traj.append({"role": "tool", "tool_call_id": f"c{t}", "name": "bash", "content": text})
+    traj = bash_turns(12)
     traj.append({"role": "assistant", "content": "done"})
     path = tmp_path / "t.json"
     path.write_bytes(orjson.dumps([{"task_id": 0, "trial": 0, "reward": 1.0, "traj": traj}]))
