@@ -265,25 +265,15 @@ def test_sdk_takes_litellm_answers_appended_to_the_history() -> None:
     messages += [answer, {"role": "tool", "tool_call_id": "call_0", "content": search_output("q")}]
     with session("ll-objects") as chosen:
         reports: list[CallReport] = []
-        response = completion(
-            chosen,
-            on_report=reports.append,
-            model="openai/scripted",
-            messages=messages,
-            tools=[SEARCH_TOOL],
-            mock_response="done",
-        )
-        assert response.choices[0].message.content == "done"
-        response = asyncio.run(
-            acompletion(
-                chosen,
-                on_report=reports.append,
-                model="openai/scripted",
-                messages=messages,
-                tools=[SEARCH_TOOL],
-                mock_response="done",
-            )
-        )
-        assert response.choices[0].message.content == "done"
+        kwargs: dict[str, Any] = {
+            "on_report": reports.append,
+            "model": "openai/scripted",
+            "messages": messages,
+            "tools": [SEARCH_TOOL],
+            "mock_response": "done",
+        }
+        for response in (completion(chosen, **kwargs), asyncio.run(acompletion(chosen, **kwargs))):
+            assert response.choices[0].message.content == "done"
+    assert len(reports) == 2
     for report in reports:
         assert report.managed.results_cut == 1

@@ -250,6 +250,7 @@ class Proxy:
         out_headers = forwarded(request.headers.items(), drop=("content-encoding", "accept-encoding"))
         url = upstream_url(self.config.upstream(route.family), request.path_qs)
         timing: dict[str, float] = {}
+        went = [0]  # bodies sent upstream: once one has gone, an unwritable retry is an error
         writing: list[asyncio.Future[None]] = []
 
         async def send(sent: Any) -> Any:
@@ -260,8 +261,8 @@ class Proxy:
             try:
                 data = body if sent is given else _written(sent, given, body)
             except ShapeError as exc:
-                raise exc if "sent" in timing else _Unwritable(str(exc)) from None
-            timing["sent"] = 1.0
+                raise exc if went[0] else _Unwritable(str(exc)) from None
+            went[0] += 1
             if session.writes_pending:
                 # The session's records are written while the upstream answers (see _settled).
                 writing.append(asyncio.ensure_future(self._write_now(session)))
