@@ -7,12 +7,15 @@ three ``orjson.loads`` + ``orjson.dumps`` of the same body, in the same process:
 
 - ``p95``: the 95th percentile over requests of ``manage / round trip``;
 - ``loop``: the whole loop's ``manage`` time over the whole loop's round trips;
-- ``fresh``: a new ``Session`` with the same id and store (a restarted process:
-  code warm, session cold) managing the last request, after an unrelated body
-  was managed so imports and compiled patterns are warm; over that request's
-  round trip. It reads back the previews and summaries the warm session kept
-  in the store (one batched read) instead of making them again, and resumes the
-  schedule from the record of its last write (see ``toolbudget.schedulerecord``);
+- ``fresh``: the last request, met cold (a restarted process, another
+  replica): another session of its own id managed every request before it
+  and closed, then a new ``Session`` of that id and store, after an unrelated
+  body was managed so imports and compiled patterns are warm, manages the
+  last one; over that request's round trip, best of ``--fresh-tries`` (each
+  try on a store of its own, so no try reads what an earlier one kept of the
+  last request). It reads back the previews and summaries kept in the store
+  (one batched read) instead of making them again, and resumes the schedule
+  from the record of the last write (see ``toolbudget.schedulerecord``);
   ``--breakdown`` also shows where its time goes;
 - ``headroom``: Headroom's ``compress()`` on the same requests (every request of
   the real sessions; every ``--headroom-every``-th one of the synthetic ones, whose
@@ -64,6 +67,7 @@ from toolbudget.model import Conversation, Message, ToolCall, ToolResult
 from toolbudget.policy import Policy
 from toolbudget.replay import requests_of
 from toolbudget.session import Session
+from toolbudget.store import open_store
 
 MODEL = "claude-sonnet-4-5-20250929"
 LARGE = 100_000
@@ -152,6 +156,7 @@ def run_loop(
     verbose: bool = False,
     repeat: int = 1,
     gap: float = 0.0,
+    fresh_tries: int = 3,
 ) -> dict[str, Any]:
     """One session's loop, ``repeat`` times over (each time a new session of its own id): each
     request's ``manage`` is the best of its runs, as its round trip is the best of three."""
@@ -186,9 +191,8 @@ def run_loop(
                     theirs.append((k, time.perf_counter() - start))
                 last = body
             if run == 0:
-                warm_bytes = orjson.dumps(managed.body)
                 report = managed.report
-    fresh, fresh_bytes = fresh_manage(sid, store, policy, last)
+    fresh, fresh_same = fresh_manage(sid, store, policy, conversation, fresh_tries)
     per_request = [o / j for o, j in zip(ours, json, strict=True)]
     if verbose:
         for k, (o, j) in enumerate(zip(ours, json, strict=True)):
@@ -212,7 +216,7 @@ def run_loop(
         "max_ratio": ratios[-1],
         "fresh_ms": fresh * 1000,
         "fresh_ratio": fresh / json[-1],
-        "fresh_same_bytes": fresh_bytes == warm_bytes,
+        "fresh_same_bytes": fresh_same,
         "per_request_ratios": per_request,
         "per_request_bytes": sizes,
     }
@@ -294,8 +298,9 @@ def breakdown(conversation: Conversation, policy: Policy, store: str) -> dict[st
     return out
 
 
-def fresh_parts(sid: str, store: str, policy: Policy, body: dict[str, Any]) -> dict[str, float]:
-    """Where a fresh ``manage`` of ``body`` goes, each part over the body's round trip (best of 3).
+def fresh_parts(sid: str, store: str, policy: Policy, conversation: Conversation) -> dict[str, float]:
+    """Where a fresh ``manage`` of the last request goes (met cold, as ``fresh_manage`` meets it),
+    each part over the body's round trip (best of 3).
 
     ``parse`` (the whole body, nothing cached), ``pairing`` (validate and
     repair), ``schedule`` (the compaction levels, decided again at every
@@ -317,9 +322,12 @@ def fresh_parts(sid: str, store: str, policy: Policy, body: dict[str, Any]) -> d
         (session_module._SessionArchive, "flush", "store"),
         (wire_module, "render", "render"),
     ]
-    trip = best_round_trip(orjson.dumps(body))
+    trip = 0.0
     best: dict[str, float] = {}
-    for _ in range(3):
+    for n in range(3):
+        cold = f"{sid}-cold-{n}"
+        body = cold_before_last(cold, store, policy, conversation)
+        trip = trip or best_round_trip(orjson.dumps(body))
         spent: dict[str, float] = {}
 
         def timed_as(name: str, fn: Callable[..., Any], into: dict[str, float]) -> Callable[..., Any]:
@@ -337,7 +345,7 @@ def fresh_parts(sid: str, store: str, policy: Policy, body: dict[str, Any]) -> d
             setattr(owner, attr, timed_as(name, getattr(owner, attr), spent))
         try:
             warm_up(policy)
-            with Session(sid, store=store, policy=policy) as session:
+            with Session(cold, store=store, policy=policy) as session:
                 gc.disable()
                 start = time.perf_counter()
                 session.manage(body, "anthropic")
@@ -362,20 +370,47 @@ def warm_up(policy: Policy) -> None:
         )
 
 
-def fresh_manage(sid: str, store: str, policy: Policy, body: dict[str, Any]) -> tuple[float, bytes]:
-    """A cold session of the same id and store managing ``body``: seconds, and the bytes it sent."""
-    warm_up(policy)
+def cold_before_last(sid: str, store: str, policy: Policy, conversation: Conversation) -> dict[str, Any]:
+    """Manage every request of the conversation but the last under ``sid`` (untimed) and close:
+    the store as a restarted process or another replica finds it. Returns the last request."""
+    bodies = request_bodies(conversation)
+    last = next(bodies)
+    with Session(sid, store=store, policy=policy) as earlier:
+        for body in bodies:
+            earlier.manage(last, "anthropic")
+            last = body
+    return last
+
+
+def fresh_manage(
+    sid: str, store: str, policy: Policy, conversation: Conversation, tries: int = 3
+) -> tuple[float, bool]:
+    """The last request managed by a cold session of its store: seconds (best of ``tries``, each
+    on a store that holds the requests before it alone), and whether it sent the bytes a warm
+    session of the same id and store sent (keys and paths in markers depend on both)."""
     best = float("inf")
-    out = b""
-    for _ in range(3):
-        with Session(sid, store=store, policy=policy) as session:
+    same = True
+    for n in range(tries):
+        cold = f"{sid}-cold-{n}"
+        with Session(cold, store=store, policy=policy) as warm:
+            for body in request_bodies(conversation):
+                managed = warm.manage(body, "anthropic")
+            warm_bytes = orjson.dumps(managed.body)
+        kept = open_store(store)
+        try:
+            kept.drop(cold)  # the store as if the warm session had never been
+        finally:
+            kept.close()
+        body = cold_before_last(cold, store, policy, conversation)
+        warm_up(policy)
+        with Session(cold, store=store, policy=policy) as session:
             gc.disable()
             start = time.perf_counter()
             managed = session.manage(body, "anthropic")
             best = min(best, time.perf_counter() - start)
             gc.enable()
-            out = orjson.dumps(managed.body)
-    return best, out
+            same = same and orjson.dumps(managed.body) == warm_bytes
+    return best, same
 
 
 def main() -> None:
@@ -393,6 +428,9 @@ def main() -> None:
     parser.add_argument("--synthetic-repeat", type=int, default=1, help="the same for the synthetic sessions")
     parser.add_argument(
         "--gap-ms", type=float, default=0.0, help="untimed wait before each request (an agent's turn)"
+    )
+    parser.add_argument(
+        "--fresh-tries", type=int, default=3, help="cold managements of each last request; the best is kept"
     )
     parser.add_argument("--per-request", action="store_true", help="print every request's ratio")
     parser.add_argument("--breakdown", action="store_true", help="also time the pipeline's parts")
@@ -439,6 +477,7 @@ def main() -> None:
                 args.per_request,
                 repeat,
                 args.gap_ms / 1000,
+                args.fresh_tries if repeat > 1 else 1,
             )
             rows.append(row)
             hr = f"{row['headroom_over_manage']:>8.1f}" if "headroom_over_manage" in row else f"{'-':>8}"
@@ -452,9 +491,8 @@ def main() -> None:
             if args.breakdown:
                 row["breakdown"] = breakdown(conversation, policy, store)
                 print("  parts: " + "  ".join(f"{k} {v:.2f}x" for k, v in row["breakdown"].items()))
-                sid = "loop-" + hashlib.blake2b(name.encode(), digest_size=6).hexdigest()
-                last = list(request_bodies(conversation))[-1]
-                row["fresh_breakdown"] = fresh_parts(sid, store, policy, last)
+                sid = "parts-" + hashlib.blake2b(name.encode(), digest_size=6).hexdigest()
+                row["fresh_breakdown"] = fresh_parts(sid, store, policy, conversation)
                 print("  fresh: " + "  ".join(f"{k} {v:.2f}x" for k, v in row["fresh_breakdown"].items()))
     summary = {
         "headroom": compress is not None,
