@@ -140,8 +140,20 @@ def parse_entries(api: str, entries: list[Any]) -> tuple[Message, ...]:
     return wire.module(api).parse({HISTORY[api]: entries}).messages
 
 
-def render_entries(api: str, messages: tuple[Message, ...]) -> list[Any]:
-    """The history entries of ``messages`` as ``api`` writes them, each as the whole body would."""
+def render_entries(api: str, messages: tuple[Message, ...], sent: list[Any] | None = None) -> list[Any]:
+    """The history entries of ``messages`` as ``api`` writes them, each as the whole body would.
+
+    ``sent`` are the entries the messages were parsed from, one each: when
+    every message still holds its entry as its origin (nothing changed it),
+    rendering gives those very entries, so they are taken as they are.
+    """
+    if sent is not None and len(sent) == len(messages):
+        for message, entry in zip(messages, sent, strict=True):
+            origin = message.origin
+            if origin is None or origin[0] != api or origin[1] is not entry:
+                break
+        else:
+            return list(sent)
     from . import wire
 
     body = wire.render(Request(api, messages))

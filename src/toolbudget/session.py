@@ -1359,7 +1359,8 @@ class Session:
                 out = in_order_of(parsed, wire.render(fixed))
             else:
                 out = dict(prefix.out)
-                out[key] = [*prefix.out[key], *render_entries(api, fixed.messages[-len(new) :])]
+                sent = parsed[key][start:]
+                out[key] = [*prefix.out[key], *render_entries(api, fixed.messages[-len(new) :], sent)]
         self._prefix = None
         if budgeted.trail is not None:
             self._prefix = Prefix(

@@ -69,13 +69,13 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import itertools
 import os
 import re
 import secrets
 import shutil
 import socket
 import stat
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -824,6 +824,10 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+_READ_CHUNK = 1 << 16
+"""Bytes asked of each read: small enough to come from the heap, not a mapping of its own."""
+
+
 def _read(file: str) -> bytes | None:
     """An entry's bytes, or ``None`` when it is absent; a link is never followed."""
     try:
@@ -832,11 +836,17 @@ def _read(file: str) -> bytes | None:
         return None
     except OSError as error:
         raise StoreError(f"cannot read {file}: {_why(error)}") from error
+    # Read with the descriptor alone: a cold session reads back dozens of small records per
+    # request, and a buffered file object around each costs more than the read.
+    chunks: list[bytes] = []
     try:
-        with os.fdopen(fd, "rb") as handle:
-            return handle.read()
+        while chunk := os.read(fd, _READ_CHUNK):
+            chunks.append(chunk)
     except OSError as error:
         raise StoreError(f"cannot read {file}: {_why(error)}") from error
+    finally:
+        os.close(fd)
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
 def _regular(path: str) -> bool:
@@ -892,6 +902,25 @@ def _sweep_parts(directory: str, names: Iterable[str] | None = None) -> None:
             continue  # gone already, or not ours to remove: the write or listing goes on
 
 
+_TEMP_COUNT = itertools.count()
+
+
+def _new_temp(directory: str, name: str) -> tuple[int, str]:
+    """A new private temp file for entry ``name``: its descriptor and path.
+
+    Named by this process and thread and a count, without the random draws
+    of ``tempfile`` (an event writes several entries, each paying for its
+    name); a name a killed process left behind (its pid reused) is skipped.
+    """
+    while True:
+        unique = f"{os.getpid()}.{threading.get_ident()}.{next(_TEMP_COUNT)}"
+        temp = os.path.join(directory, f".{name}.{unique}{_PART}")
+        try:
+            return os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _BINARY, 0o600), temp
+        except FileExistsError:
+            continue
+
+
 def _write_new(directory: str, name: str, data: bytes, sync: bool = False) -> None:
     """Create ``directory/name`` holding ``data``, unless it exists as a regular file.
 
@@ -910,7 +939,7 @@ def _write_new(directory: str, name: str, data: bytes, sync: bool = False) -> No
         # finds it missing): the entry takes its place, or, where it cannot (a directory), the
         # write fails and the cut says so, rather than a marker naming what is not there.
         replace = True
-    fd, temp = tempfile.mkstemp(prefix=".", suffix=_PART, dir=directory)
+    fd, temp = _new_temp(directory, name)
     try:
         try:
             if hasattr(os, "fchmod"):
