@@ -36,8 +36,16 @@ store's check of the markers' keys is cheaper with a gap: a results directory
 vouches for the keys found in it before only once its time is 20 ms old (see
 ``toolbudget.store.dir``).
 
+Every write is made inside the request that causes it, as a library call
+makes it. ``--writes later`` times what the proxy does instead: the records
+no marker names (the previews made, the schedule's decision) are written
+between requests, untimed, as the proxy writes them while the provider
+answers; every original a marker names is still written and checked inside
+the request.
+
     python bench/loop.py [--sessions 10] [--turns 500 2000] [--no-headroom] [--store URL]
-                         [--repeat 3] [--gap-ms 0] [--out bench/results/loop.json]
+                         [--repeat 3] [--gap-ms 0] [--writes inline|later]
+                         [--out bench/results/loop.json]
 
 A request's ``manage`` is timed once per run; each shared session's loop runs
 ``--repeat`` times (each run a new session of its own id, doing the same work)
@@ -157,6 +165,7 @@ def run_loop(
     repeat: int = 1,
     gap: float = 0.0,
     fresh_tries: int = 3,
+    later: bool = False,
 ) -> dict[str, Any]:
     """One session's loop, ``repeat`` times over (each time a new session of its own id): each
     request's ``manage`` is the best of its runs, as its round trip is the best of three."""
@@ -167,10 +176,16 @@ def run_loop(
     last: dict[str, Any] = {}
     sid = "loop-" + hashlib.blake2b(name.encode(), digest_size=6).hexdigest()
     for run in range(repeat):
-        with Session(sid if run == 0 else f"{sid}-{run}", store=store, policy=policy) as session:
+        with Session(
+            sid if run == 0 else f"{sid}-{run}", store=store, policy=policy, write_later=later
+        ) as session:
             for k, body in enumerate(request_bodies(conversation)):
                 if gap:
                     time.sleep(gap)  # the model and the tool, between two requests
+                if later:
+                    # The records no marker names, written while the provider answers (untimed),
+                    # as the proxy writes them.
+                    session.write_now()
                 raw = orjson.dumps(body)
                 trip = best_round_trip(raw)
                 gc.disable()
@@ -192,7 +207,7 @@ def run_loop(
                 last = body
             if run == 0:
                 report = managed.report
-    fresh, fresh_same = fresh_manage(sid, store, policy, conversation, fresh_tries)
+    fresh, fresh_same = fresh_manage(sid, store, policy, conversation, fresh_tries, later)
     per_request = [o / j for o, j in zip(ours, json, strict=True)]
     if verbose:
         for k, (o, j) in enumerate(zip(ours, json, strict=True)):
@@ -383,7 +398,7 @@ def cold_before_last(sid: str, store: str, policy: Policy, conversation: Convers
 
 
 def fresh_manage(
-    sid: str, store: str, policy: Policy, conversation: Conversation, tries: int = 3
+    sid: str, store: str, policy: Policy, conversation: Conversation, tries: int = 3, later: bool = False
 ) -> tuple[float, bool]:
     """The last request managed by a cold session of its store: seconds (best of ``tries``, each
     on a store that holds the requests before it alone), and whether it sent the bytes a warm
@@ -403,7 +418,7 @@ def fresh_manage(
             kept.close()
         body = cold_before_last(cold, store, policy, conversation)
         warm_up(policy)
-        with Session(cold, store=store, policy=policy) as session:
+        with Session(cold, store=store, policy=policy, write_later=later) as session:
             gc.disable()
             start = time.perf_counter()
             managed = session.manage(body, "anthropic")
@@ -431,6 +446,13 @@ def main() -> None:
     )
     parser.add_argument(
         "--fresh-tries", type=int, default=3, help="cold managements of each last request; the best is kept"
+    )
+    parser.add_argument(
+        "--writes",
+        choices=("inline", "later"),
+        default="inline",
+        help="inline: every write in the request (the library's default); later: the records no "
+        "marker names are written between requests, as the proxy writes them while the provider answers",
     )
     parser.add_argument("--per-request", action="store_true", help="print every request's ratio")
     parser.add_argument("--breakdown", action="store_true", help="also time the pipeline's parts")
@@ -478,6 +500,7 @@ def main() -> None:
                 repeat,
                 args.gap_ms / 1000,
                 args.fresh_tries if repeat > 1 else 1,
+                args.writes == "later",
             )
             rows.append(row)
             hr = f"{row['headroom_over_manage']:>8.1f}" if "headroom_over_manage" in row else f"{'-':>8}"
@@ -497,6 +520,7 @@ def main() -> None:
     summary = {
         "headroom": compress is not None,
         "gap_ms": args.gap_ms,
+        "writes": args.writes,
         "worst_loop_ratio": max(r["loop_ratio"] for r in rows),
         "worst_p95_ratio": max(r["p95_ratio"] for r in rows),
         "worst_fresh_ratio": max(r["fresh_ratio"] for r in rows),
