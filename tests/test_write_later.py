@@ -1,7 +1,8 @@
 """A session that leaves its records for later (``write_later``), as the proxy's do.
 
 The records no marker names (the request's arrival, the schedule's decision,
-the records of previews made) may reach the store while the provider answers.
+the records of previews made, the session's records of its own cuts) may
+reach the store while the provider answers.
 What must still hold: every original a marker names is in the store when
 ``manage`` returns; the session's own next call writes the records first; the
 bytes are those of a session that writes everything in the call, and a session
@@ -32,7 +33,6 @@ from toolbudget.session import Session
 from toolbudget.store import DirStore, open_store
 
 RECORD = b"\x00toolbudget: "
-CUT_RECORD = b"\x00toolbudget: cut of\x00"
 
 
 class GatedDir(DirStore):
@@ -63,8 +63,8 @@ class GatedDir(DirStore):
 
 
 def unnamed(data: bytes) -> bool:
-    """Whether an entry is one of the records no marker names (a cut's record is checked)."""
-    return data.startswith(RECORD) and not data.startswith(CUT_RECORD)
+    """Whether an entry is one of the records no marker names: anything but an original."""
+    return data.startswith(RECORD)
 
 
 def run(
@@ -109,16 +109,21 @@ def test_a_call_leaves_its_records_for_later_and_the_next_call_writes_them_first
     bodies = bodies_of(conversation())
     times = arrivals(len(bodies), (4,))  # the cold request cuts the early results
     store = GatedDir(tmp_path / "d")
-    left = 0
+    left = cutting = 0
     with Session("idle", store=store, policy=Policy(), write_later=True) as session:
         for body, now in zip(bodies, times, strict=True):
             mark = len(store.log)
             managed = session.manage(body, "anthropic", now=now)
+            if managed.report.keys_written:
+                # A call that cut: its originals went in the call, its cuts' records did not.
+                cutting += 1
+                assert session.writes_pending
             if not session.writes_pending:
                 continue
             left += 1
-            # Only what a marker names went to the store in the call; each original is there.
-            assert not any(all(map(unnamed, items)) for items in store.log[mark:])
+            # Only originals went to the store in the call, the cuts' records too left for later;
+            # each original a marker names is there.
+            assert not any(any(map(unnamed, items)) for items in store.log[mark:])
             keys = set(re.findall(r"\b[0-9a-f]{32}\b", orjson.dumps(managed.body).decode()))
             assert all(not (store.get("idle", key) or RECORD).startswith(RECORD) for key in keys)
             mark = len(store.log)
@@ -129,6 +134,7 @@ def test_a_call_leaves_its_records_for_later_and_the_next_call_writes_them_first
                 session.manage(body, "anthropic", now=now)  # the same request again: a retry
             assert store.log[mark] and all(map(unnamed, store.log[mark]))  # first, the records left
         assert left > 4
+        assert cutting
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])

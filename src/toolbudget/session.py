@@ -34,7 +34,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from . import wire
-from .budget import CUT_PREFIX, Archive, Budgeted, Cut, Unreachable, cut_fresh, enforce, extend
+from .budget import CUT_PREFIX, FORM_PREFIX, Archive, Budgeted, Cut, Unreachable, cut_fresh, enforce, extend
 from .coldrecord import StoreRecord
 from .compaction import Schedule
 from .convert import OPENING_USER_TEXT
@@ -355,6 +355,11 @@ def _same_request(a: Request, b: Request) -> bool:
     return a.system == b.system and a.tools == b.tools and a.extra == b.extra and a.form == b.form
 
 
+_OWN_RECORDS = (CUT_PREFIX, FORM_PREFIX)
+"""How the texts of a session's records of its own cuts begin (:func:`toolbudget.budget.cut_record`,
+:data:`~toolbudget.budget.FORM_PREFIX`): kept beside the originals, promised by no marker."""
+
+
 def _check_and_keep(
     store: Store,
     session: str,
@@ -532,18 +537,25 @@ class _SessionArchive(Archive):
             session._store_failed(exc)
             return frozenset(keys)
         sizes = self.sizes_of(pending)
-        if (records or record) and session._writes_later(store):
+        if session._writes_later(store):
             # What the markers name is checked now; the records may follow the request.
             try:
                 absent = session._missing_here(store, keys, sizes) if keys else set()
             except StoreError as exc:
                 session._store_failed(exc)
                 return frozenset(keys)
-            if not absent:
-                session._write_later(store, records, record, session._schedule.decided_record())
+            # So may the session's own records of its cuts (what each was of, which texts went
+            # out as cuts): the next request's check names them, once they are written, and keeps
+            # again one that was not. Only the originals are kept now, in one trip.
+            own = {key: pending[key] for key in absent if pending[key].startswith(_OWN_RECORDS)}
+            if len(own) == len(absent):
+                if records or record or own:
+                    later = {**records, **own}
+                    session._write_later(store, later, record, session._schedule.decided_record())
                 return frozenset()
-            # A key was lost: one trip to the worker keeps it and the records with it.
-        elif keys and not records and not record and store.checks_inline(session.id):
+            originals = [key for key in keys if key not in own]
+            return self._keep_now(store, originals, pending, sizes, {**records, **own}, record)
+        if keys and not records and not record and store.checks_inline(session.id):
             # Nothing to write: the check alone, where the request is, when it cannot hang.
             try:
                 if not session._missing_here(store, keys, sizes):
@@ -572,6 +584,31 @@ class _SessionArchive(Archive):
             session._store_failed(error)
         session._keys_this_call.extend(key for key in sorted(absent) if key not in failed)
         # A record not kept costs no cut (the next request keeps it again); an original does.
+        return frozenset(key for key in failed if not pending[key].startswith(CUT_PREFIX))
+
+    def _keep_now(
+        self,
+        store: Store,
+        keys: list[str],
+        pending: Mapping[str, str],
+        sizes: Mapping[str, int],
+        later: dict[str, str],
+        record: Mapping[str, bytes] | None,
+    ) -> frozenset[str]:
+        """Check and keep the originals ``keys`` in one trip to the store's worker, leaving
+        ``later`` (and ``record``) for :meth:`Session.write_now`; returns the keys not kept."""
+        session = self.session
+        try:
+            absent, failed, error = session._store_call(
+                _check_and_keep, store, session.id, keys, pending, None, sizes
+            )
+        except StoreError as exc:
+            session._store_failed(exc)
+            return frozenset(keys)
+        if error is not None:
+            session._store_failed(error)
+        session._keys_this_call.extend(key for key in sorted(absent) if key not in failed)
+        session._write_later(store, later, record, session._schedule.decided_record())
         return frozenset(key for key in failed if not pending[key].startswith(CUT_PREFIX))
 
     def original(self, key: str) -> str | None:
@@ -864,8 +901,10 @@ class Session:
         With ``write_later=True`` a call returns before the records that no
         marker names are in the store: its arrival, its schedule's decision,
         the records of the previews it made (what another process reads to
-        decide alike and not make them again). Every original a marker names
-        is in the store before the call returns, as always. A shell writes
+        decide alike and not make them again), and the records of its new
+        cuts (which the next call's check names, and keeps again if lost).
+        Every original a marker names is in the store before the call
+        returns, as always. A shell writes
         them while the provider answers (the proxy does), and before it
         answers its own caller when the next request may reach another
         process; this session's own next call writes them first otherwise.
