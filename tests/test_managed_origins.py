@@ -222,3 +222,29 @@ def test_an_unchanged_request_is_its_own_message_for_message() -> None:
     with Session("same", store="memory:") as session:
         managed = session.manage(body, "openai-chat")
     assert managed.body is body and managed.origins == (0,)
+
+
+def test_a_request_with_other_messages_keeps_every_other_field_and_no_origin() -> None:
+    from dataclasses import fields, replace
+
+    from toolbudget.model import Message, Request, Text, ToolDef, set_origin
+
+    request = set_origin(
+        Request(
+            "anthropic",
+            (Message("user", (Text("a"),)),),
+            (Text("system"),),
+            (ToolDef("t", "d", {"type": "object"}),),
+            {"model": "m"},
+            ("system",),
+        ),
+        "anthropic",
+        {},
+    )
+    # Every field a new version adds must be given here, and copied by ``with_messages``.
+    given = {"api", "messages", "system", "tools", "extra", "form"}
+    assert {f.name for f in fields(Request) if f.init} == given
+    messages = (Message("user", (Text("b"),)),)
+    made = request.with_messages(messages)
+    assert made == replace(request, messages=messages)
+    assert made.origin is None and request.origin is not None

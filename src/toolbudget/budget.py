@@ -847,7 +847,7 @@ def extend(
         result = request  # nothing changed, before or now
     else:
         head = managed.messages if managed is not None else messages[:start]
-        result = replace(managed or request, messages=(*head, *rebuilt.messages[start:]))
+        result = (managed or request).with_messages((*head, *rebuilt.messages[start:]))
     seen += trail.seen
     form_keys = trail.form_keys | cutter.form_keys
     all_cuts = (*trail.cuts, *cuts)
@@ -1226,4 +1226,4 @@ def _rebuild(request: Request, slots: Sequence[_Slot], known: _Known | None = No
         messages[i] = Message(message.role, tuple(parts), message.extra, message.form)
         if rebuilt is not None:
             rebuilt[id(message)] = (message, texts, messages[i])
-    return replace(request, messages=tuple(messages))
+    return request.with_messages(tuple(messages))

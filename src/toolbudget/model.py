@@ -251,6 +251,11 @@ class Request:
         value = self.extra.get("model")
         return value if isinstance(value, str) else None
 
+    def with_messages(self, messages: tuple[Message, ...]) -> Request:
+        """This request with ``messages`` instead, and no origin: ``dataclasses.replace`` at a
+        third of its cost, which every request of a long session pays a few times."""
+        return Request(self.api, messages, self.system, self.tools, self.extra, self.form)
+
 
 @dataclass(frozen=True, slots=True, repr=False)
 class Conversation:

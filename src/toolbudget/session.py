@@ -1339,7 +1339,7 @@ class Session:
         start = prefix.count
         if len(new) != len(entries):
             return None, None
-        request = set_origin(replace(prefix.request, messages=(*prefix.request.messages, *new)), api, parsed)
+        request = set_origin(prefix.request.with_messages((*prefix.request.messages, *new)), api, parsed)
         managed = None
         valid = appends_validly(request, start, prefix.calls)
         if self.token_counter is None and valid:

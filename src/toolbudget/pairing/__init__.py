@@ -117,7 +117,7 @@ def appends_validly(request: Request, start: int, earlier: frozenset[str]) -> bo
     if not earlier.isdisjoint(call_ids(tail)):
         return False
     stand_in = Message("user", (Text("."),))
-    alone = replace(request, messages=(stand_in, *tail))
+    alone = request.with_messages((stand_in, *tail))
     return not check(alone, rules)
 
 
