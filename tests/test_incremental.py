@@ -22,6 +22,7 @@ from toolbudget import budget, to_request
 from toolbudget.errors import ShapeError
 from toolbudget.incremental import HISTORY
 from toolbudget.jsonio import dumps
+from toolbudget.measure import request_chars
 from toolbudget.model import Conversation
 from toolbudget.policy import Policy
 from toolbudget.session import Session
@@ -78,6 +79,9 @@ def _same_on_every_request(conversation: Conversation, api: str, policy: Policy)
             want = whole.manage(orjson.loads(given), api)
             assert orjson.dumps(got.body) == orjson.dumps(want.body), (conversation.id, api, k)
             assert got.report == want.report, (conversation.id, api, k)
+            # Counted from sizes known already, the figures are a count of the requests themselves.
+            counted = (request_chars(want.original), request_chars(want.request))
+            assert (want.report.chars_before, want.report.chars_after) == counted, (conversation.id, api, k)
             assert orjson.dumps(body) == given  # the caller's body is never changed
             count += 1
     return count

@@ -29,7 +29,7 @@ import logging
 import math
 import threading
 import weakref
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -51,7 +51,7 @@ from .incremental import (
 )
 from .jsonio import dumps, in_order_of, keep_literals, to_body
 from .marker import is_recall_tool
-from .measure import message_chars, request_chars, request_texts, tokens_of
+from .measure import fixed_chars, message_chars, request_chars, request_texts, tokens_of
 from .model import Message, Request, Text, ToolCall, set_origin
 from .models import context_window
 from .pairing import Repair, appends_validly, call_ids, repair_traced
@@ -358,6 +358,26 @@ def _same_request(a: Request, b: Request) -> bool:
 _OWN_RECORDS = (CUT_PREFIX, FORM_PREFIX)
 """How the texts of a session's records of its own cuts begin (:func:`toolbudget.budget.cut_record`,
 :data:`~toolbudget.budget.FORM_PREFIX`): kept beside the originals, promised by no marker."""
+
+
+def _chars_known(request: Request, result: Request, sizes: Sequence[int]) -> tuple[int, int]:
+    """:func:`~toolbudget.measure.request_chars` of ``request`` and of its managed form, from the
+    sizes of ``request``'s messages known already: only the messages the budget changed are
+    counted again (an event's whole pipeline would otherwise count every message twice)."""
+    fixed = fixed_chars(request)
+    before = fixed + sum(sizes)
+    if result is request:
+        return before, before
+    known = {id(message): size for message, size in zip(request.messages, sizes, strict=True)}
+    after = (
+        fixed_chars(result)
+        if result.system is not request.system or result.tools is not request.tools
+        else fixed
+    )
+    for message in result.messages:
+        size = known.get(id(message))
+        after += message_chars(message) if size is None else size
+    return before, after
 
 
 def _check_and_keep(
@@ -1478,7 +1498,8 @@ class Session:
             archive.pending = None
             archive.lost = frozenset()
         result = budgeted.request
-        report = self._report(request, result, repairs, budgeted)
+        chars = _chars_known(request, result, sizes) if repaired is request else None
+        report = self._report(request, result, repairs, budgeted, chars)
         self._notify(report)
         trace = None if result is request else _traced(origins, repaired, result, budgeted)
         return result, report, budgeted, valid, noted, sizes, trace
