@@ -299,7 +299,7 @@ def _with_text(result: ToolResult, text: str) -> ToolResult:
     return with_text(result, text)
 
 
-def _slots(request: Request, policy: Policy, archive: Archive | None) -> tuple[list[_Slot], int]:
+def _slots(request: Request, policy: Policy, archive: Archive | None) -> tuple[list[_Slot], int, bool]:
     """Every tool result with its tool name, the turn it answers, and whether it is exempt.
 
     A result that is already one of our previews is budgeted from its archived
@@ -309,13 +309,16 @@ def _slots(request: Request, policy: Policy, archive: Archive | None) -> tuple[l
     Also returns how many results there are. A result with no text (an empty
     one, or only an image) gets no slot, having nothing to cut, but it is still
     a result: some wire forms read an empty result as no content at all and
-    others as one empty text, and the count must not depend on which.
+    others as one empty text, and the count must not depend on which. And
+    whether a call or a result has no id (see :func:`_resumable`), found on
+    the same walk.
     """
     calls: dict[str, tuple[ToolCall, int, int]] = {}
     # Calls without ids (Gemini), by name: their responses answer them in order.
     unnamed: dict[str, list[tuple[ToolCall, int, int]]] = {}
     slots: list[_Slot] = []
     seen = 0
+    anonymous = False
     known = _known(archive) if archive is not None else None
     turn = -1
     turn_no = -1
@@ -331,9 +334,11 @@ def _slots(request: Request, policy: Policy, archive: Archive | None) -> tuple[l
                 if part.id is not None:
                     calls[part.id] = (part, turn, turn_no)
                 else:
+                    anonymous = True
                     unnamed.setdefault(part.name, []).append((part, turn, turn_no))
             elif isinstance(part, ToolResult):
                 seen += 1
+                anonymous = anonymous or part.call_id is None
                 waiting = unnamed.get(part.name or "") if part.call_id is None else None
                 found = calls.get(part.call_id) if part.call_id is not None else None
                 if waiting:
@@ -361,7 +366,7 @@ def _slots(request: Request, policy: Policy, archive: Archive | None) -> tuple[l
                     )
                 )
     _protect_newest_recall(slots)
-    return slots, seen
+    return slots, seen, anonymous
 
 
 def _protect_newest_recall(slots: list[_Slot]) -> None:
@@ -674,7 +679,7 @@ def enforce(
     if unfolded is not None:
         # A managed body with folded turns: budgeted as the history it was made from.
         request, sizes = unfolded, None
-    slots, seen = _slots(request, policy, archive)
+    slots, seen, anonymous = _slots(request, policy, archive)
     cutter = _Cutter(policy, archive, on_store_error, recall_route(request))
     cutter.point = len(request.messages)
     if archive is not None and archive.cold:
@@ -699,7 +704,7 @@ def enforce(
     if folded:
         rebuilt, cuts = _fold(request, rebuilt, slots, folded, cuts, cutter)
     trail = None
-    if unfolded is None and not cutter.fallbacks and _resumable(request, slots):
+    if unfolded is None and not cutter.fallbacks and _resumable(slots, anonymous):
         starts = turn_starts(request.messages)
         trail = Trail(
             tuple(infos),
@@ -728,22 +733,16 @@ def enforce(
     )
 
 
-def _resumable(request: Request, slots: Sequence[_Slot]) -> bool:
-    """Whether an extension of ``request`` leaves every decision on it as it is (see :class:`Trail`).
+def _resumable(slots: Sequence[_Slot], anonymous: bool) -> bool:
+    """Whether an extension of the request of ``slots`` leaves every decision on it as it is
+    (see :class:`Trail`).
 
     A recall answer of the newest turn is protected only while its turn is
-    the newest; a call without an id is answered by name, in order, so a
-    later result may answer an old one.
+    the newest; a call without an id (``anonymous``: one, or a result
+    without one) is answered by name, in order, so a later result may answer
+    an old one.
     """
-    if any(s.protected for s in slots):
-        return False
-    for message in request.messages:
-        for part in message.parts:
-            if (isinstance(part, ToolCall) and part.id is None) or (
-                isinstance(part, ToolResult) and part.call_id is None
-            ):
-                return False
-    return True
+    return not anonymous and not any(s.protected for s in slots)
 
 
 def extend(
