@@ -67,13 +67,17 @@ def _whole(session: Session) -> Session:
     return session
 
 
-def _same_on_every_request(conversation: Conversation, api: str, policy: Policy) -> int:
+def _same_on_every_request(conversation: Conversation, api: str, policy: Policy, step: int = 1) -> int:
+    """Compare the shortcut with the whole pipeline on every ``step``-th request (a session that
+    sees every other request, as a replica taking turns does, decides several points at once)."""
     count = 0
     with (
         Session("inc", store="memory:", policy=policy) as fast,
         _whole(Session("inc", store="memory:", policy=policy)) as whole,
     ):
         for k, body in enumerate(bodies(conversation, api)):
+            if k % step:
+                continue
             given = orjson.dumps(body)
             got = fast.manage(body, api)
             want = whole.manage(orjson.loads(given), api)
@@ -109,6 +113,19 @@ def test_events_and_folds_give_the_bytes_of_the_whole_pipeline(
     policy = Policy(context_window_tokens=15_000)
     counted = _Counted(monkeypatch)
     total = sum(_same_on_every_request(c, api, policy) for _, c in longest)
+    assert 0.3 * total < counted.fast < total, (counted.fast, total)
+
+
+@pytest.mark.shared
+@pytest.mark.slow
+@pytest.mark.parametrize("step", [2, 3])
+def test_events_between_two_requests_seen_give_the_bytes_of_the_whole_pipeline(
+    real: list[tuple[str, Conversation]], step: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    longest = sorted(real, key=lambda item: len(item[1].messages), reverse=True)[:8]
+    policy = Policy(context_window_tokens=15_000)
+    counted = _Counted(monkeypatch)
+    total = sum(_same_on_every_request(c, "anthropic", policy, step) for _, c in longest)
     assert 0.3 * total < counted.fast < total, (counted.fast, total)
 
 

@@ -216,6 +216,8 @@ class Budgeted:
     not originals of cuts."""
     trail: Trail | None = None
     """What the next request, when it only appends to this one, may resume from (see :func:`extend`)."""
+    redone: tuple[int, ...] = ()
+    """The earlier messages :func:`extend` cut again (an event since the request it resumed from)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -761,10 +763,14 @@ def extend(
     ``trail`` was made for and ``managed`` its managed form (``None`` when it went out as it
     came), working on the new messages alone.
 
-    ``sizes`` are the characters of the new messages. ``None`` when the
-    new messages could change a decision on the earlier ones (a result that
-    answers an earlier call, a compaction event, a fold that moves, a store
-    that fails): then only the whole transform gives the right answer.
+    ``sizes`` are the characters of the new messages. A compaction event
+    (at this request, or at one between the trail's and this one) cuts again
+    only the turns whose results it moved to another level: the messages
+    holding them are in :attr:`Budgeted.redone`. ``None`` when the new
+    messages could change a decision on the earlier ones in a way that is
+    not told from the history's end (a result that answers an earlier call,
+    a fold that moves, a store that fails): then only the whole transform
+    gives the right answer.
     """
     messages = request.messages
     known = _known(archive) if archive is not None else None
@@ -828,29 +834,55 @@ def extend(
     if schedule is not None and scheduled and (infos or slots):
         infos = (*infos, *_infos(slots, policy))
         levels = schedule.levels(request, infos, placed, policy)
-        if (
-            schedule.fired_now
-            or schedule.folded != trail.folded
-            or levels[:count] != list(trail.levels)
-            or any(levels[count:])
-        ):
+        if schedule.folded != trail.folded or any(levels[count:]):
             return None
+    old: list[_Slot] = []
+    event = bool(levels) and schedule is not None and schedule.fired_now
+    if event or levels[:count] != list(trail.levels):
+        # An event: the results whose level changed are cut again, with the rest of their turns.
+        recut = _changed_turns(request, start, trail, levels, turn_no, policy, archive, known)
+        if recut is None:
+            return None
+        old, numbers = recut
+        for slot in old:
+            _cap(slot, policy, cutter)
+        _apply_levels(old, [levels[k] for k in numbers], policy, cutter)
     unreachable = _turn_budgets(slots, policy, cutter)
+    redone = _turn_budgets(old, policy, cutter)
     if cutter.fallbacks:
         return None
     rebuilt = _rebuild(request, slots, cutter.known)
     cuts = [s.cut for s in slots if s.cut is not None]
     if trail.shift:
         cuts = [replace(c, index=c.index - trail.shift) for c in cuts]
-    if managed is None and rebuilt is request:
+    head = managed.messages if managed is not None else messages[:start]
+    old_cuts: Sequence[Cut] = trail.cuts
+    old_unreachable: Sequence[Unreachable] = trail.unreachable
+    if old:
+        again = _rebuild(request, old, cutter.known)
+        redone_at = {slot.msg for slot in old}
+        head = tuple(again.messages[i] if i in redone_at else m for i, m in enumerate(head))
+        # The cuts and unreachable turns in the order the whole transform lists them: by message
+        # (a message's results in order) and by turn.
+        old_cuts = sorted(
+            [
+                *(c for c in trail.cuts if c.index not in redone_at),
+                *(o.cut for o in old if o.cut is not None),
+            ],
+            key=_cut_index,
+        )
+        turns_at = {slot.turn for slot in old}
+        old_unreachable = sorted(
+            [*(u for u in trail.unreachable if u.turn not in turns_at), *redone], key=_unreachable_turn
+        )
+    if managed is None and rebuilt is request and not old:
         result = request  # nothing changed, before or now
     else:
-        head = managed.messages if managed is not None else messages[:start]
         result = (managed or request).with_messages((*head, *rebuilt.messages[start:]))
     seen += trail.seen
     form_keys = trail.form_keys | cutter.form_keys
-    all_cuts = (*trail.cuts, *cuts)
-    all_unreachable = (*trail.unreachable, *unreachable)
+    all_cuts = (*old_cuts, *cuts)
+    all_unreachable = (*old_unreachable, *unreachable)
     after = None
     if not any(s.protected for s in slots):
         after = Trail(
@@ -868,7 +900,94 @@ def extend(
             form_keys,
             bool(infos),
         )
-    return Budgeted(result, all_cuts, all_unreachable, 0, seen, False, form_keys, after)
+    redone_messages = tuple(sorted({slot.msg for slot in old}))
+    return Budgeted(result, all_cuts, all_unreachable, 0, seen, event, form_keys, after, redone_messages)
+
+
+def _cut_index(cut: Cut) -> int:
+    return cut.index
+
+
+def _unreachable_turn(unreachable: Unreachable) -> int:
+    return unreachable.turn
+
+
+def _changed_turns(
+    request: Request,
+    start: int,
+    trail: Trail,
+    levels: Sequence[int],
+    newest: int,
+    policy: Policy,
+    archive: Archive | None,
+    known: _Known | None,
+) -> tuple[list[_Slot], list[int]] | None:
+    """The slots, as :func:`_slots` makes them, of every earlier result whose turn holds one whose
+    level changed at this request, with each one's number among the results the trail knows;
+    ``None`` when the whole transform must decide (a fold, a result of the newest turn, a
+    message holding results of other turns, a call not found where it was)."""
+    if trail.shift or trail.folded:
+        return None
+    infos = trail.infos
+    count = len(trail.levels)
+    turns = {infos[k].turn_no for k in range(count) if levels[k] != trail.levels[k]}
+    if newest in turns:
+        return None  # the newest turn's recall answers are protected: the whole transform decides
+    numbers = [k for k in range(count) if infos[k].turn_no in turns]
+    by_message: dict[int, list[int]] = {}
+    for k in numbers:
+        by_message.setdefault(infos[k].msg, []).append(k)
+    messages = request.messages
+    out: list[_Slot] = []
+    for i, ks in by_message.items():
+        if i >= start:
+            return None
+        results = [
+            (part_index, part, text)
+            for part_index, part in enumerate(messages[i].parts)
+            if isinstance(part, ToolResult) and (text := result_text(part)) is not None
+        ]
+        if len(results) != len(ks):
+            return None  # results of other turns in the same message
+        for (part_index, part, text), k in zip(results, ks, strict=True):
+            owner = _call_of(messages, i, part.call_id)
+            if owner is None:
+                return None
+            call, turn = owner
+            original = _original_of(text, archive, known)
+            slot = _Slot(
+                i,
+                part_index,
+                part,
+                original,
+                call.name,
+                turn,
+                policy.exempt(call.name),
+                original,
+                infos[k].turn_no,
+                call,
+                text=text,
+            )
+            out.append(slot)
+    return out, numbers
+
+
+def _call_of(messages: Sequence[Message], at: int, call_id: str | None) -> tuple[ToolCall, int] | None:
+    """The call ``call_id`` names, in the assistant messages before ``at``, and where its turn starts."""
+    if call_id is None:
+        return None
+    i = at - 1
+    while i >= 0 and messages[i].role != "assistant":
+        i -= 1
+    while i >= 0 and messages[i].role == "assistant":
+        for part in messages[i].parts:
+            if isinstance(part, ToolCall) and part.id == call_id:
+                turn = i
+                while turn > 0 and messages[turn - 1].role == "assistant":
+                    turn -= 1
+                return part, turn
+        i -= 1
+    return None
 
 
 def _read_back(
@@ -1039,6 +1158,12 @@ def _compact(
         # Place results as sent before compaction: after their caps, whatever the body held.
         message_sizes[slot.msg] += len(slot.current) - len(_text_now(slot))
     levels = schedule.levels(request, infos, message_sizes, policy)
+    _apply_levels(slots, levels, policy, cutter)
+    return schedule.fired_now, infos, message_sizes, levels
+
+
+def _apply_levels(slots: Sequence[_Slot], levels: Sequence[int], policy: Policy, cutter: _Cutter) -> None:
+    """Shrink each result (after its cap) to the compaction level the schedule gave it."""
     limit = policy.microcompact_head_chars + policy.microcompact_tail_chars + MARKER_ROOM
     for slot, level in zip(slots, levels, strict=True):
         if level == LEVEL_FOLDED:
@@ -1047,7 +1172,6 @@ def _compact(
             cutter.summarize(slot)
         elif level == LEVEL_PREVIEW and len(slot.original) > limit and len(slot.current) > limit:
             cutter.preview(slot, limit, COMPACT_PREVIEW)
-    return schedule.fired_now, infos, message_sizes, levels
 
 
 def _turn_budgets(slots: Sequence[_Slot], policy: Policy, cutter: _Cutter) -> list[Unreachable]:

@@ -12,8 +12,11 @@ begins the new one's. Byte equality of canonical JSON is exact where ``==``
 on dicts is not (``1 == 1.0 == True``), and the text is ours, so a caller
 that edits its earlier body in place cannot make it lie.
 
-Whenever the new messages could change a decision on the old ones (a result
-answering an earlier call, a pairing violation, an event, a fold that moves,
+A compaction event changes the level of a few old results, which the
+schedule names: their turns are cut again and their messages rendered again,
+and the rest of the last answer stands (see :func:`toolbudget.budget.extend`).
+Whenever the new messages could change a decision on the old ones otherwise
+(a result answering an earlier call, a pairing violation, a fold that moves,
 a store that failed, a caller's token counter), the session does the whole
 pipeline instead, and keeps a fresh :class:`Prefix` from that. Both paths
 give the same bytes; ``tests/test_incremental.py`` checks that on every

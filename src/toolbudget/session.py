@@ -1406,20 +1406,31 @@ class Session:
         if lost:
             return None  # the whole pipeline cuts again, with the keys the store could not keep
         fixed = budgeted.request
+        # An event since the last request cut some earlier messages again.
+        was = (prefix.managed or prefix.request).messages
+        redone = [i for i in budgeted.redone if fixed.messages[i] is not was[i]]
         chars_before = prefix.chars_before + sum(sizes)
         chars_after = chars_before
         if fixed is not request:
             chars_after = prefix.chars_after + sum(message_chars(m) for m in fixed.messages[-len(new) :])
+            for i in redone:
+                chars_after += message_chars(fixed.messages[i]) - message_chars(was[i])
         report = self._report(request, fixed, (), budgeted, (chars_before, chars_after))
         self._notify(report)
         out: dict[str, Any] | None = None
         if fixed is not request:
-            if prefix.out is None:
+            again = render_entries(api, tuple(fixed.messages[i] for i in redone)) if redone else []
+            if prefix.out is None or len(again) != len(redone):
                 out = in_order_of(parsed, wire.render(fixed))
             else:
                 out = dict(prefix.out)
                 sent = parsed[key][start:]
-                out[key] = [*prefix.out[key], *render_entries(api, fixed.messages[-len(new) :], sent)]
+                earlier = prefix.out[key]
+                if redone:
+                    earlier = list(earlier)
+                    for i, entry in zip(redone, again, strict=True):
+                        earlier[i] = entry
+                out[key] = [*earlier, *render_entries(api, fixed.messages[-len(new) :], sent)]
         self._prefix = None
         if budgeted.trail is not None:
             self._prefix = Prefix(
