@@ -16,7 +16,7 @@ from ..errors import UnknownAPIError
 from ..jsonio import dumps, in_order_of, keep_literals, to_body
 from ..model import Message, Part, Request, Text, ToolCall
 from ..wire import tools_for_calls
-from .check import Violation, check, needs_tools, pending_from, thinking_enabled
+from .check import Violation, check, needs_tools, thinking_enabled
 from .fix import SYNTHETIC_TEXT, Repair, fix
 from .rules import Rules, rules_for
 
@@ -111,14 +111,15 @@ def appends_validly(request: Request, start: int, earlier: frozenset[str]) -> bo
     rules = rules_for(_api(request))
     if rules.thinking_first and thinking_enabled(request):
         return False
-    if pending_from(rules, messages[:start]) != start:
-        return False
     tail = messages[start:]
     if not earlier.isdisjoint(call_ids(tail)):
         return False
-    stand_in = Message("user", (Text("."),))
-    alone = request.with_messages((stand_in, *tail))
+    alone = request.with_messages((_STAND_IN, *tail))
     return not check(alone, rules)
+
+
+_STAND_IN = Message("user", (Text("."),))
+"""The closed history before an appended turn, as :func:`appends_validly` checks the turn."""
 
 
 def _repair(request: Request, close_pending: bool) -> tuple[Request, tuple[Repair, ...], list[Violation]]:
