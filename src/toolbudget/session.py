@@ -448,6 +448,8 @@ class _SessionArchive(Archive):
         self.cold = True
         self.sizes: dict[str, int] = {}
         """The byte length of each entry this session keeps, by key: a shorter one is torn."""
+        self.named: tuple[frozenset[str], list[str], dict[str, int]] | None = None
+        """The keys the last check named (a set, sorted) and the size of each it checked."""
         self.cut_records: set[str] = set()
         """Keys of the records of cuts (:func:`toolbudget.budget.cut_record`): checked for
         presence only, since the first cut's record stands and a later cut's text may differ."""
@@ -550,13 +552,18 @@ class _SessionArchive(Archive):
         pending = pending or {}
         session = self.session
         session._hold()
-        keys = sorted(pending)
+        named = self.named
+        if named is not None and pending.keys() == named[0]:
+            keys, sizes = named[1], named[2]  # the keys of the last check: most requests cut nothing new
+        else:
+            keys = sorted(pending)
+            sizes = self.sizes_of(pending)
+            self.named = (frozenset(pending), keys, sizes)
         try:
             store = session.store
         except StoreError as exc:
             session._store_failed(exc)
             return frozenset(keys)
-        sizes = self.sizes_of(pending)
         if session._writes_later(store):
             # What the markers name is checked now; the records may follow the request.
             try:
