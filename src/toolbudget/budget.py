@@ -217,7 +217,8 @@ class Budgeted:
     trail: Trail | None = None
     """What the next request, when it only appends to this one, may resume from (see :func:`extend`)."""
     redone: tuple[int, ...] = ()
-    """The earlier messages :func:`extend` cut again (an event since the request it resumed from)."""
+    """The earlier messages :func:`extend` cut again (an event since the request it resumed from),
+    by their index in the managed request."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -652,6 +653,7 @@ class _Cutter:
 
 COMPACT_PREVIEW = "compaction_preview"
 COMPACT_SUMMARY = "compaction_summary"
+FOLD_REASON = "compaction_fold"
 
 
 def _keeps_errors(slot: _Slot) -> bool:
@@ -858,17 +860,20 @@ def extend(
     head = managed.messages if managed is not None else messages[:start]
     old_cuts: Sequence[Cut] = trail.cuts
     old_unreachable: Sequence[Unreachable] = trail.unreachable
+    redone_at: set[int] = set()
     if old:
         again = _rebuild(request, old, cutter.known)
-        redone_at = {slot.msg for slot in old}
-        head = tuple(again.messages[i] if i in redone_at else m for i, m in enumerate(head))
-        # The cuts and unreachable turns in the order the whole transform lists them: by message
-        # (a message's results in order) and by turn.
+        # Where each message cut again is in the managed request (after the turns folded away).
+        shift = trail.shift
+        redone_at = {slot.msg - shift for slot in old}
+        head = tuple(again.messages[i + shift] if i in redone_at else m for i, m in enumerate(head))
+        # The cuts and unreachable turns in the order the whole transform lists them: the fold's
+        # first, then by message (a message's results in order), and by turn.
+        moved = [o.cut for o in old if o.cut is not None]
+        if shift:
+            moved = [replace(c, index=c.index - shift) for c in moved]
         old_cuts = sorted(
-            [
-                *(c for c in trail.cuts if c.index not in redone_at),
-                *(o.cut for o in old if o.cut is not None),
-            ],
+            [*(c for c in trail.cuts if c.reason == FOLD_REASON or c.index not in redone_at), *moved],
             key=_cut_index,
         )
         turns_at = {slot.turn for slot in old}
@@ -900,8 +905,9 @@ def extend(
             form_keys,
             bool(infos),
         )
-    redone_messages = tuple(sorted({slot.msg for slot in old}))
-    return Budgeted(result, all_cuts, all_unreachable, 0, seen, event, form_keys, after, redone_messages)
+    return Budgeted(
+        result, all_cuts, all_unreachable, 0, seen, event, form_keys, after, tuple(sorted(redone_at))
+    )
 
 
 def _cut_index(cut: Cut) -> int:
@@ -924,10 +930,8 @@ def _changed_turns(
 ) -> tuple[list[_Slot], list[int]] | None:
     """The slots, as :func:`_slots` makes them, of every earlier result whose turn holds one whose
     level changed at this request, with each one's number among the results the trail knows;
-    ``None`` when the whole transform must decide (a fold, a result of the newest turn, a
-    message holding results of other turns, a call not found where it was)."""
-    if trail.shift or trail.folded:
-        return None
+    ``None`` when the whole transform must decide (a result of the newest turn, a message
+    holding results of other turns, a call not found where it was)."""
     infos = trail.infos
     count = len(trail.levels)
     turns = {infos[k].turn_no for k in range(count) if levels[k] != trail.levels[k]}
@@ -1256,7 +1260,7 @@ def _fold(
         messages[last] = Message(head.role, parts, head.extra, head.form)
         out = [*messages[:first], *messages[last:]]
         shift = last - first
-    fold_cut = Cut(first, None, None, "turns", size, len(marker), key, "compaction_fold")
+    fold_cut = Cut(first, None, None, "turns", size, len(marker), key, FOLD_REASON)
     moved = [replace(c, index=c.index - shift) for c in cuts]
     return replace(rebuilt, messages=tuple(out)), [fold_cut, *moved]
 

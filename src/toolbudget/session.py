@@ -34,7 +34,18 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from . import wire
-from .budget import CUT_PREFIX, FORM_PREFIX, Archive, Budgeted, Cut, Unreachable, cut_fresh, enforce, extend
+from .budget import (
+    CUT_PREFIX,
+    FOLD_REASON,
+    FORM_PREFIX,
+    Archive,
+    Budgeted,
+    Cut,
+    Unreachable,
+    cut_fresh,
+    enforce,
+    extend,
+)
 from .coldrecord import StoreRecord
 from .compaction import Schedule
 from .convert import OPENING_USER_TEXT
@@ -225,7 +236,7 @@ class Managed:
 def _traced(
     repaired: tuple[int | None, ...] | None, budgeted: Request, managed: Request, done: Budgeted
 ) -> _Trace:
-    folded = any(cut.reason == "compaction_fold" for cut in done.cuts)
+    folded = any(cut.reason == FOLD_REASON for cut in done.cuts)
     return _Trace(repaired, budgeted, len(managed.messages), folded)
 
 
