@@ -923,6 +923,102 @@ def test_guarantees_hold_for_arbitrary_text(
     check(text, limit, is_error=is_error, stderr_limit=stderr_limit, head_ratio=head_ratio)
 
 
+# Fragments of the lines detection's patterns look for, to be joined into texts at random.
+LINE_PIECES = [
+    "\n",
+    "\r\n",
+    " ",
+    "  ",
+    "\t",
+    "x",
+    ":",
+    "# ",
+    "- ",
+    "* ",
+    "**b",
+    "[a](b)",
+    "|a|",
+    "1. ",
+    "> q",
+    "```",
+    "def f(",
+    "class C:",
+    "import os",
+    "from a import b",
+    "try:",
+    "@dec",
+    "package main",
+    "func f(",
+    "pub fn f",
+    "use a::b",
+    "const x = ",
+    "export function",
+    "interface I",
+    "#include <a>",
+    "template<",
+    "commit 0123abcd",
+    "diff --git a b",
+    "--- a\n+++ b",
+    "@@ -1,2 +1,2 @@",
+    "===== 1 passed in 0.1s =====",
+    "FAILED t.py::x",
+    "Ran 3 tests in 0.1s",
+    "FAIL: t (m.T)",
+    "PASS a.test.js",
+    "Tests: 1 total",
+    "=== RUN TestA",
+    "--- FAIL: TestA",
+    "ok  \tpkg 0.1s",
+    "a.c:1:2: error",
+    "a.py:1:2: C0114: ",
+    "error: x\n  --> a.rs:1:2",
+    'Traceback (most recent call last):\n  File "',
+    "  at a.B(C.java:1)\n",
+    "  at f (a.js:1:2)\n",
+    "panic: x",
+    "goroutine 1 [running]:",
+    "thread 'm' panicked at ",
+]
+# Lines of a few fragments each, so that lines of one kind often follow each other.
+line_texts = st.lists(st.lists(st.sampled_from(LINE_PIECES), max_size=4).map("".join), max_size=30).map(
+    "\n".join
+)
+# The Markdown signs detection counts, as one plain MULTILINE pattern.
+MD_SIGNS = re.compile(
+    r"^```|\*\*\S|\[[^\]\n]{1,200}\]\([^)\s]{1,300}\)|^[ \t]*[-*+] \S|^\|[^\n]*\|[ \t]*$|^\d+\. \S|^> \S",
+    re.M,
+)
+
+
+@PROPERTY
+@example(text="\n".join(piece for piece in LINE_PIECES for _ in range(2)))  # each twice in a row
+@example(text="\r\n".join(piece for piece in LINE_PIECES for _ in range(2)))
+@given(text=line_texts)
+def test_line_patterns_searched_from_newline_to_newline_find_what_the_plain_ones_find(text: str) -> None:
+    detect_module = importlib.import_module("toolbudget.previews.detect")
+    line_pattern = detect_module._LinePattern
+    searched = [v for v in vars(detect_module).values() if isinstance(v, line_pattern)]
+    # Only these are counted: they have no match ending with a newline.
+    counted = [detect_module._DIAGNOSTIC, detect_module._COMMIT, detect_module._MD_HEADING]
+    counted += [pattern for _, pattern, _ in detect_module._LANGUAGE_LINES]
+    for pattern in searched + counted:
+        assert pattern.search(text) == (pattern.pattern.search(text) is not None)
+    for pattern in counted:
+        assert pattern.count(text) == len(pattern.pattern.findall(text))
+    assert detect_module._md_signs(text) == len(MD_SIGNS.findall(text))
+
+
+@PROPERTY
+@given(text=line_texts, share=st.sampled_from([0.0, 0.1, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0]))
+def test_a_share_settled_early_is_the_share_counted_to_the_end(text: str, share: float) -> None:
+    detect_module = importlib.import_module("toolbudget.previews.detect")
+    lines = [line for line in text.split("\n") * 7 if line.strip()]  # past a step of lines
+    for pattern in (detect_module._GREP, detect_module._LISTING, detect_module._NUMBERED, re.compile("x")):
+        assert detect_module._at_least(lines, pattern, share) == (
+            detect_module._share(lines, pattern) >= share
+        )
+
+
 json_values = st.recursive(
     st.one_of(
         st.none(),
