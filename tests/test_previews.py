@@ -34,6 +34,7 @@ from toolbudget.model import ToolResult, text_of
 from toolbudget.previews import KINDS, STRATEGY, Preview, detect, make_preview
 from toolbudget.previews._base import SEPARATOR_RE
 from toolbudget.previews._envelope import split_envelope
+from toolbudget.previews._linepattern import LinePattern
 from toolbudget.previews._make import MARKER_ESTIMATE, MIN_SLACK, STDERR_SLACK
 from toolbudget.previews._stderr import find_stderr
 from toolbudget.previews.diff import parse_diff
@@ -996,8 +997,7 @@ MD_SIGNS = re.compile(
 @given(text=line_texts)
 def test_line_patterns_searched_from_newline_to_newline_find_what_the_plain_ones_find(text: str) -> None:
     detect_module = importlib.import_module("toolbudget.previews.detect")
-    line_pattern = detect_module._LinePattern
-    searched = [v for v in vars(detect_module).values() if isinstance(v, line_pattern)]
+    searched = [v for v in vars(detect_module).values() if isinstance(v, LinePattern)]
     # Only these are counted: they have no match ending with a newline.
     counted = [detect_module._DIAGNOSTIC, detect_module._COMMIT, detect_module._MD_HEADING]
     counted += [pattern for _, pattern, _ in detect_module._LANGUAGE_LINES]

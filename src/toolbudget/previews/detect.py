@@ -37,6 +37,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 
 from ._envelope import split_envelope
+from ._linepattern import LinePattern
 
 __all__ = ["KINDS", "STRATEGY", "detect"]
 
@@ -168,45 +169,8 @@ def _at_least(lines: list[str], pattern: re.Pattern[str], share: float) -> bool:
     return False
 
 
-def _count(pattern: _LinePattern, *texts: str) -> int:
+def _count(pattern: LinePattern, *texts: str) -> int:
     return sum(pattern.count(t) for t in texts)
-
-
-class _LinePattern:
-    """A MULTILINE pattern each of whose alternatives opens with ``^``: it only matches at line starts.
-
-    Python's regex engine tries such a pattern at every position of a text, nearly all of
-    them mid-line, at ~10 ns each: detection spent most of its time there. Written as
-    ``\\n(?:pattern)`` and run over ``"\\n" + text``, the pattern opens with a literal, which
-    the engine skips to at C speed, so it is tried at line starts alone, and the same lines
-    match (``^`` holds after a newline; the added one stands for the start of the text).
-
-    :meth:`count` counts the same matches as ``findall`` provided no match ends with a
-    newline: the next match could start right there, with no newline left to open it.
-    The patterns counted end otherwise.
-
-    ``needs``: literals (or patterns) of which every match holds one. A text with none of
-    them is not scanned; worth it only where the pattern itself is slow, since a scan for
-    a literal that is not there costs about as much as this one.
-    """
-
-    __slots__ = ("_led", "needs", "pattern")
-
-    def __init__(self, pattern: str, needs: tuple[str | re.Pattern[str], ...] = ()) -> None:
-        self.pattern = re.compile(pattern, re.MULTILINE)  # the plain form, which tests hold this one to
-        self._led = re.compile(f"\\n(?:{pattern})", re.MULTILINE)
-        self.needs = needs
-
-    def _may(self, text: str) -> bool:
-        return not self.needs or any(
-            need in text if isinstance(need, str) else need.search(text) is not None for need in self.needs
-        )
-
-    def search(self, text: str) -> bool:
-        return self._may(text) and self._led.search("\n" + text) is not None
-
-    def count(self, text: str) -> int:
-        return len(self._led.findall("\n" + text)) if self._may(text) else 0
 
 
 # Structured documents.
@@ -215,35 +179,35 @@ _JSON_END = re.compile(r"[}\]]\s*\Z")
 _JSON_STRING = re.compile(r'\s*"[^\n]*\s*\Z')
 _JSONL = re.compile(r"^\{\".*\}\s*$")
 _GIT_LOG = re.compile(r"\A\s*commit [0-9a-f]{7,40}\b.*\n(?:Merge: .*\n)?Author: ")
-_COMMIT = _LinePattern(r"^commit [0-9a-f]{7,40}\b")
+_COMMIT = LinePattern(r"^commit [0-9a-f]{7,40}\b")
 _ONELINE_LOG = re.compile(r"^[0-9a-f]{7,12} \S")
-_DIFF = _LinePattern(
+_DIFF = LinePattern(
     r"^(?:diff --git |diff -\S* \S|--- \S.*\n\+\+\+ \S"
     r"|@@ -\d+(?:,\d+)? \+\d+(?:,\d+)? @@)"
 )
 
 # Tool output.
-_PYTEST = _LinePattern(
+_PYTEST = LinePattern(
     r"^=+ (?:test session starts|FAILURES|ERRORS|short test summary info|warnings summary) =+"
     r"|^=+ [^\n]{0,200}?\b(?:passed|failed)\b[^\n]{0,200}? in [\d.]+s[^\n]{0,200}? =+[ \t]*\r?$"
     r"|^(?:FAILED|ERROR|PASSED) \S+\.py::"
     r"|^\S+\.py::\S+ (?:PASSED|FAILED|ERROR|SKIPPED)"
 )
-_UNITTEST = _LinePattern(
+_UNITTEST = LinePattern(
     r"^Ran \d+ tests? in [\d.]+s"
     r"|^(?:FAIL|ERROR): \w+ \([\w.]+\)"
     r"|^={40,}\r?\n(?:FAIL|ERROR): "
     r"|^test result: (?:ok|FAILED)\. \d+ passed"
     r"|^test \S+ \.\.\. (?:ok|FAILED|ignored)\s*$"
 )
-_JEST = _LinePattern(
+_JEST = LinePattern(
     r"^[ \t]*+(?:PASS|FAIL) \S+\.(?:test|spec)\.[cm]?[jt]sx?\b"
     r"|^Tests:[ \t]+[^\n]{0,200}?\d+ total|^Test Suites:[ \t]+[^\n]{0,200}?\d+ total"
 )
-_GO_TEST = _LinePattern(
+_GO_TEST = LinePattern(
     r"^(?:=== RUN\s+Test|--- (?:FAIL|PASS|SKIP): Test|ok  \t\S+\s+[\d.]+s|FAIL\t\S+\s+[\d.]+s|PASS\r?$)"
 )
-_DIAGNOSTIC = _LinePattern(
+_DIAGNOSTIC = LinePattern(
     r"^\S+?\.\w{1,6}(?::\d+){1,2}:? (?:fatal )?(?:error|warning|note)\b"
     r"|^\S+?\.\w{1,6}\(\d+,\d+\): (?:error|warning) \w+"
     r"|^\S+?\.\w{1,6}:\d+:\d+: [CEWRFI]\d{4}: "
@@ -253,11 +217,11 @@ _DIAGNOSTIC = _LinePattern(
     # below. This pattern backtracks along every line of a path listing, which has none.
     needs=(" error", " warning", " note", "--> ", re.compile(r": [CEWRFI]\d{4}: ")),
 )
-_PY_TRACE = _LinePattern(r"^Traceback \(most recent call last\):[ \t]*\r?\n[ \t]+File \"")
-_JAVA_FRAMES = _LinePattern(r"(?:^[ \t]++at [\w$.<>/]+\([^)\n]*\)[ \t]*\r?\n){2,}")
-_JS_FRAMES = _LinePattern(r"(?:^[ \t]++at [^\n]{0,300}?:\d+:\d+\)?[ \t]*\r?\n){2,}")
-_GO_PANIC = _LinePattern(r"^(?:panic: [^\n]*|goroutine \d+ \[[^\]\n]+\]:[ \t]*\r?)$")
-_RUST_PANIC = _LinePattern(r"^thread '.*' panicked at ")
+_PY_TRACE = LinePattern(r"^Traceback \(most recent call last\):[ \t]*\r?\n[ \t]+File \"")
+_JAVA_FRAMES = LinePattern(r"(?:^[ \t]++at [\w$.<>/]+\([^)\n]*\)[ \t]*\r?\n){2,}")
+_JS_FRAMES = LinePattern(r"(?:^[ \t]++at [^\n]{0,300}?:\d+:\d+\)?[ \t]*\r?\n){2,}")
+_GO_PANIC = LinePattern(r"^(?:panic: [^\n]*|goroutine \d+ \[[^\]\n]+\]:[ \t]*\r?)$")
+_RUST_PANIC = LinePattern(r"^thread '.*' panicked at ")
 
 # Line shapes.
 _NUMBERED = re.compile(r"^\s*\d+(?:→|\t)|^\d+:")
@@ -292,11 +256,11 @@ _YAML_BLOCK = re.compile(r"^([ \t]*)(?:- )?[\w\"'./-]+:[ \t]*$")  # a key whose 
 # `prog: subject: message` (bash, rm, grep, make...): a message, not a mapping.
 _MESSAGE = re.compile(r"^[\w./-]+: [^\n]*?\S: ")
 _FENCED = re.compile(r"^[ \t]*```[^\n]*\n.*?(?:^[ \t]*```[ \t]*$|\Z)", re.MULTILINE | re.DOTALL)
-_MD_HEADING = _LinePattern(r"^#{1,6} \S")
+_MD_HEADING = LinePattern(r"^#{1,6} \S")
 # Markdown signs: at a line start a fence, a list item, a table row, a numbered item or a quote;
 # anywhere bold text or a link. Counted as ``findall`` counts
 #   ^```|\*\*\S|\[[^\]\n]{1,200}\]\([^)\s]{1,300}\)|^[ \t]*[-*+] \S|^\|[^\n]*\|[ \t]*$|^\d+\. \S|^> \S
-# but with the line-start signs led by their newline (see _LinePattern), over "\n" + text: the
+# but with the line-start signs led by their newline (see LinePattern), over "\n" + text: the
 # pattern then opens with a newline, `*` or `[`, and the engine tries it at those alone. The
 # count is the same: no sign ends with a newline, none starts with one, and at one line start
 # only one kind can match (a line sign opens with a backtick, blank, `-`, `*` then a blank, `+`,
@@ -311,24 +275,24 @@ _MD_OTHER = re.compile(
 # An indent is matched possessively (``[ \t]*+``) here and in the tool output's patterns: what
 # follows it never opens with a blank, so giving blanks back could never make a match, and
 # would retry every indented line once per blank.
-_LANGUAGE_LINES: tuple[tuple[str, _LinePattern, int], ...] = (
-    ("python", _LinePattern(r"^[ \t]*+(?:async )?def \w+\(|^[ \t]*+class \w+[(:]"), 3),
-    ("python", _LinePattern(r"^(?:import \w+|from [\w.]+ import )"), 3),
-    ("python", _LinePattern(r"^[ \t]*+(?:elif|except|try|finally|with)\b.*:[ \t]*$|^[ \t]*+@\w"), 1),
-    ("go", _LinePattern(r"^package \w+[ \t]*$"), 5),
-    ("go", _LinePattern(r"^func [\w(]|^import \($"), 2),
-    ("rust", _LinePattern(r"^[ \t]*+(?:pub(?:\(crate\))? )?(?:fn|struct|enum|impl|trait|mod) \w"), 2),
-    ("rust", _LinePattern(r"^use \w+(?:::\w+)+"), 3),
-    ("java", _LinePattern(r"^package [\w.]+;[ \t]*$|^import java\."), 5),
-    ("javascript", _LinePattern(r"^[ \t]*+(?:const|let|var) \w+ = |^[ \t]*+module\.exports"), 2),
+_LANGUAGE_LINES: tuple[tuple[str, LinePattern, int], ...] = (
+    ("python", LinePattern(r"^[ \t]*+(?:async )?def \w+\(|^[ \t]*+class \w+[(:]"), 3),
+    ("python", LinePattern(r"^(?:import \w+|from [\w.]+ import )"), 3),
+    ("python", LinePattern(r"^[ \t]*+(?:elif|except|try|finally|with)\b.*:[ \t]*$|^[ \t]*+@\w"), 1),
+    ("go", LinePattern(r"^package \w+[ \t]*$"), 5),
+    ("go", LinePattern(r"^func [\w(]|^import \($"), 2),
+    ("rust", LinePattern(r"^[ \t]*+(?:pub(?:\(crate\))? )?(?:fn|struct|enum|impl|trait|mod) \w"), 2),
+    ("rust", LinePattern(r"^use \w+(?:::\w+)+"), 3),
+    ("java", LinePattern(r"^package [\w.]+;[ \t]*$|^import java\."), 5),
+    ("javascript", LinePattern(r"^[ \t]*+(?:const|let|var) \w+ = |^[ \t]*+module\.exports"), 2),
     (
         "javascript",
-        _LinePattern(r"^[ \t]*+(?:export (?:default )?)?(?:async )?function\b|^import .* from ['\"]"),
+        LinePattern(r"^[ \t]*+(?:export (?:default )?)?(?:async )?function\b|^import .* from ['\"]"),
         2,
     ),
-    ("typescript", _LinePattern(r"^[ \t]*+(?:export )?(?:interface|type) \w+|^import type "), 3),
-    ("c", _LinePattern(r"^#include [<\"]|^#define \w|^#if(?:n?def)? \w"), 3),
-    ("cpp", _LinePattern(r"^[ \t]*+template[ \t]*<|^[ \t]*+namespace \w+"), 3),
+    ("typescript", LinePattern(r"^[ \t]*+(?:export )?(?:interface|type) \w+|^import type "), 3),
+    ("c", LinePattern(r"^#include [<\"]|^#define \w|^#if(?:n?def)? \w"), 3),
+    ("cpp", LinePattern(r"^[ \t]*+template[ \t]*<|^[ \t]*+namespace \w+"), 3),
 )
 _LANGUAGE_TOKENS: tuple[tuple[str, str, int], ...] = (
     ("python", "self.", 1),
