@@ -1019,6 +1019,60 @@ def test_a_share_settled_early_is_the_share_counted_to_the_end(text: str, share:
         )
 
 
+LOG_PIECES = [
+    *PIECES,
+    "İ",  # lowers to two characters: the words are then looked for as they are
+    "paniCritical warn ",
+    "E   assert 1 == 2\n",
+    "AssertionError\n",
+    "test_error_handling\n",
+    "FAILED t.py::x - boom\n",
+    "warnings\n",
+]
+log_texts = st.lists(st.one_of(st.text(max_size=20), st.sampled_from(LOG_PIECES)), max_size=60).map("".join)
+
+
+@PROPERTY
+@given(text=log_texts)
+def test_a_log_is_told_by_its_first_important_line(text: str) -> None:
+    log_module = importlib.import_module("toolbudget.previews.log")
+    assert log_module.looks_like_log(text) == bool(log_module.important_lines(text, 0, len(text)))
+
+
+@PROPERTY
+@given(text=log_texts, data=st.data())
+def test_the_error_lines_kept_are_counted_as_a_scan_of_them_counts(text: str, data: st.DataObject) -> None:
+    """The detail counts the kept error lines from the analysis where that is exact."""
+    log_module = importlib.import_module("toolbudget.previews.log")
+    strategy = log_module.LogStrategy(text, "\n")
+    starts = [0, *(i + 1 for i, c in enumerate(text) if c == "\n"), len(text)]
+    for _ in range(5):
+        # Whole lines mostly, as a plan keeps them; any span now and then.
+        if data.draw(st.booleans()):
+            start, end = sorted(data.draw(st.lists(st.sampled_from(starts), min_size=2, max_size=2)))
+        else:
+            start, end = sorted(data.draw(st.lists(st.integers(0, len(text)), min_size=2, max_size=2)))
+        assert strategy._important_in(start, end) == len(log_module.important_lines(text, start, end))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "İstanbul\nERROR: boom\nok\nWarning: x\n",  # lowering lengthens the first line
+        "ok\nE   assert 1\nTraceback (most recent call last):\n  x\nValueError\nend",
+        "x" * 50 + " error " + "y" * 50 + "\nfailed\n",
+    ],
+)
+def test_the_error_lines_kept_are_counted_as_a_scan_of_every_span_counts(text: str) -> None:
+    log_module = importlib.import_module("toolbudget.previews.log")
+    strategy = log_module.LogStrategy(text, "\n")
+    cuts = sorted({0, len(text), min(30, len(text)), *(i + 1 for i, c in enumerate(text) if c == "\n")})
+    for start in cuts:
+        for end in cuts:
+            if start <= end:
+                assert strategy._important_in(start, end) == len(log_module.important_lines(text, start, end))
+
+
 json_values = st.recursive(
     st.one_of(
         st.none(),
