@@ -1004,7 +1004,9 @@ def test_line_patterns_searched_from_newline_to_newline_find_what_the_plain_ones
     for pattern in searched + counted:
         assert pattern.search(text) == (pattern.pattern.search(text) is not None)
     for pattern in counted:
-        assert pattern.count(text) == len(pattern.pattern.findall(text))
+        found = len(pattern.pattern.findall(text))
+        assert pattern.count(text) == found
+        assert pattern.count(text, 2) == min(2, found)
     assert detect_module._md_signs(text) == len(MD_SIGNS.findall(text))
 
 

@@ -12,6 +12,7 @@ text, and like the start it is no word character).
 from __future__ import annotations
 
 import re
+from itertools import islice
 
 __all__ = ["LinePattern"]
 
@@ -44,8 +45,13 @@ class LinePattern:
     def search(self, text: str) -> bool:
         return self._may(text) and self._led.search("\n" + text) is not None
 
-    def count(self, text: str) -> int:
-        return len(self._led.findall("\n" + text)) if self._may(text) else 0
+    def count(self, text: str, most: int | None = None) -> int:
+        """How many matches ``findall`` finds; ``most`` when there are at least that many."""
+        if not self._may(text):
+            return 0
+        if most is None:
+            return len(self._led.findall("\n" + text))
+        return sum(1 for _ in islice(self._led.finditer("\n" + text), most))
 
     def starts(self, text: str, pos: int = 0) -> list[int]:
         """Where the matches of ``pattern.finditer(text, pos)`` start.

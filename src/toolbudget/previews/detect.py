@@ -584,7 +584,7 @@ def _content(head: str, tail: str, lines: list[str]) -> str:
     if _json(head, tail, lines):
         return "json"
     # One commit and its patch (git show) is a diff; a run of commits is a log.
-    if _GIT_LOG.match(head) and (_COMMIT.count(head) > 1 or not _DIFF.search(head)):
+    if _GIT_LOG.match(head) and (_COMMIT.count(head, 2) > 1 or not _DIFF.search(head)):
         return "git-log"
     if len(lines) >= 3 and _at_least(lines, _ONELINE_LOG, 0.9):
         return "git-log"
@@ -593,7 +593,10 @@ def _content(head: str, tail: str, lines: list[str]) -> str:
     runner = _runner(head, tail)
     if runner:
         return runner
-    diagnostics = _count(_DIAGNOSTIC, head, tail)
+    # Whether there are none, one or more settles it: the lines are not read past a second one.
+    diagnostics = _DIAGNOSTIC.count(head, 2)
+    if diagnostics < 2:
+        diagnostics += _DIAGNOSTIC.count(tail, 2 - diagnostics)
     if diagnostics >= 2 or (diagnostics and diagnostics >= len(lines) // 4):
         return "compiler-errors"
     if _trace(head, tail):
