@@ -278,22 +278,34 @@ class LogStrategy:
         return first, _line_end(text, found[-1])
 
     def _units(self) -> list[_Unit]:
-        """Error lines with their context, and traces, merged where they touch."""
+        """Error lines with their context, and traces, merged where they touch.
+
+        Error lines often come in runs. A hit on a line of the context after the hit before
+        it has the rest of that context for its own, a line or two longer, and lies inside
+        that unit: so its unit is found from there, the lines before it not looked for (the
+        units merge all the same).
+        """
         text = self.text
         length = len(text)
         raw: list[Span] = list(self.traces)
+        ends: list[int] = []  # where the last hit's line, and each line after it in its context, end
         # The line helpers are inlined: this runs for every hit.
         for hit in self.hits:
-            start = hit
-            for _ in range(_CONTEXT_BEFORE):
-                if start == 0:
-                    break
-                start = text.rfind("\n", 0, start - 1) + 1
-            end = hit
-            for _ in range(1 + _CONTEXT_AFTER):  # the hit's own line, then the lines after it
-                if end >= length:
-                    break
-                end = text.find("\n", end) + 1 or length
+            if hit in ends[:-1]:
+                ends = ends[ends.index(hit) + 1 :]
+                start = hit
+            else:
+                ends = []
+                start = hit
+                for _ in range(_CONTEXT_BEFORE):
+                    if start == 0:
+                        break
+                    start = text.rfind("\n", 0, start - 1) + 1
+            end = ends[-1] if ends else hit
+            while len(ends) < 1 + _CONTEXT_AFTER:  # the hit's own line, then the lines after it
+                if end < length:
+                    end = text.find("\n", end) + 1 or length
+                ends.append(end)
             raw.append((start, end))
         return [_Unit(s, e) for s, e in merge_spans(raw)]
 
