@@ -1075,6 +1075,45 @@ def test_the_error_lines_kept_are_counted_as_a_scan_of_every_span_counts(text: s
                 assert strategy._important_in(start, end) == len(log_module.important_lines(text, start, end))
 
 
+def read_traceback(text: str, at: int) -> tuple[int, int]:
+    """A traceback's span read line by line: through the first line with text and no deeper indent."""
+    start = text.rfind("\n", 0, at) + 1
+    pos = text.find("\n", at) + 1 or len(text)
+    for _ in range(400):
+        if pos >= len(text):
+            break
+        end = text.find("\n", pos) + 1 or len(text)
+        line = text[pos:end]
+        pos = end
+        if line.strip() and len(line) - len(line.lstrip(" \t")) <= at - start:
+            break
+    return start, pos
+
+
+TRACE = "Traceback (most recent call last):"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        f"x\n{TRACE}\n  File a\n    f()\nValueError: x\nmore\n",
+        f"  {TRACE}\n    File a\n\n   \t\n  KeyError\n",  # indented header, blank lines
+        f"{TRACE}\r\n  File a\r\n\r\nOSError\r\n",
+        f"{TRACE}\n  File a\n \x0c\n\x0c\n\x0cE\n",  # a form feed is not a blank but is no text
+        f"{TRACE}\n File a\n  x\nE\n",  # one blank is deeper than none
+        f"{TRACE}\n" + "  File a\n" * 500 + "Error\n",  # longer than a traceback may be
+        f"{TRACE}\n" + ("  " + "y" * 99 + "\n") * 120 + "Error\n",  # its end past the window
+        f"{TRACE}\n  File a\n  no end",
+        f"{TRACE}",
+    ],
+)
+def test_a_traceback_ends_where_reading_it_line_by_line_ends(text: str) -> None:
+    log_module = importlib.import_module("toolbudget.previews.log")
+    at = text.index(TRACE)
+    found = log_module.LogStrategy(text, "\n")._py_trace(at)
+    assert found == [read_traceback(text, at)]
+
+
 json_values = st.recursive(
     st.one_of(
         st.none(),

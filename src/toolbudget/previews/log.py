@@ -22,6 +22,7 @@ scan that stops at the first hit.
 
 from __future__ import annotations
 
+import functools
 import re
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
@@ -67,12 +68,23 @@ _CONTEXT_AFTER = 2
 _SUMMARY_WINDOW = 16384
 _SUMMARY_GAP = 30  # most lines between two lines of one summary
 _MAX_TRACE_LINES = 400
+_TRACE_WINDOW = 8192  # characters below a traceback's header searched at once for its end
 _DUMP_REACH = 4096  # how far below a Go panic its goroutine dump may start
 _SEP_COST = 24
 _HEAD_SHARE = 0.12
 _TAIL_SHARE = 0.25
 _TAIL_MIN_SHARE = 0.08
 _SUMMARY_SHARE = 0.6
+
+
+@functools.cache
+def _closer(indent: int) -> re.Pattern[str]:
+    """The newline before a line with text and at most ``indent`` blanks before it.
+
+    Text: a character ``str.strip`` keeps (``\\S`` is its complement); blanks: what
+    ``str.lstrip(" \\t")`` takes.
+    """
+    return re.compile(rf"\n[ \t]{{0,{indent}}}+(?![ \t])(?=[^\n]*\S)")
 
 
 def _line_start(text: str, pos: int) -> int:
@@ -227,6 +239,15 @@ class LogStrategy:
             return []  # quoted inside some other line
         indent = at - start
         pos = _line_end(text, at)
+        # The exception line is the first one below with text and no deeper indent than the
+        # header's. Looked for newline by newline within a window; only when it is not there,
+        # or more lines down than a traceback may have, are the lines read one by one.
+        closer = _closer(indent).search(text, pos - 1, min(len(text), pos + _TRACE_WINDOW))
+        if closer is not None:
+            end = text.find("\n", closer.start() + 1) + 1 or len(text)
+            lines = text.count("\n", pos, end) + (end == len(text) and not text.endswith("\n"))
+            if lines <= _MAX_TRACE_LINES:
+                return [(start, end)]
         for _ in range(_MAX_TRACE_LINES):
             if pos >= len(text):
                 break
