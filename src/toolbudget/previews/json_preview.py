@@ -76,6 +76,7 @@ _LEVELS: tuple[_Level, ...] = (
 )
 
 MARKER_KEY = "toolbudget"
+_CONTAINERS = (dict, list)  # a tuple: ``dict | list`` would build a union at every node
 
 
 class _TooBig(Exception):
@@ -167,7 +168,7 @@ class _Shortener:
         level = self.level
         if isinstance(value, str):
             return self.string(value)
-        if isinstance(value, dict | list) and level.depth is not None and depth > level.depth:
+        if isinstance(value, _CONTAINERS) and level.depth is not None and depth > level.depth:
             self.stats.nested += 1
             what = plural(len(value), "key") if isinstance(value, dict) else plural(len(value), "item")
             return self.note(f"… {what} …")
@@ -202,7 +203,7 @@ class _Shortener:
                     out.append(self.string(item))
                     continue
                 stats.size += len(item) + 2
-            elif isinstance(item, dict | list):
+            elif isinstance(item, _CONTAINERS):
                 out.append(self.value(item, depth))
                 continue
             else:
@@ -264,7 +265,7 @@ class _Shortener:
                     out[key] = self.string(item)
                     continue
                 stats.size += len(item) + 2
-            elif isinstance(item, dict | list):
+            elif isinstance(item, _CONTAINERS):
                 out[key] = self.value(item, depth + 1)
                 continue
             else:
