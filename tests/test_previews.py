@@ -34,6 +34,7 @@ from toolbudget.model import ToolResult, text_of
 from toolbudget.previews import KINDS, STRATEGY, Preview, detect, make_preview
 from toolbudget.previews._base import SEPARATOR_RE
 from toolbudget.previews._envelope import split_envelope
+from toolbudget.previews._linepattern import LinePattern
 from toolbudget.previews._make import MARKER_ESTIMATE, MIN_SLACK, STDERR_SLACK
 from toolbudget.previews._stderr import find_stderr
 from toolbudget.previews.diff import parse_diff
@@ -921,6 +922,196 @@ def test_guarantees_hold_for_arbitrary_text(
 ) -> None:
     text, limit = case
     check(text, limit, is_error=is_error, stderr_limit=stderr_limit, head_ratio=head_ratio)
+
+
+# Fragments of the lines detection's patterns look for, to be joined into texts at random.
+LINE_PIECES = [
+    "\n",
+    "\r\n",
+    " ",
+    "  ",
+    "\t",
+    "x",
+    ":",
+    "# ",
+    "- ",
+    "* ",
+    "**b",
+    "[a](b)",
+    "|a|",
+    "1. ",
+    "> q",
+    "```",
+    "def f(",
+    "class C:",
+    "import os",
+    "from a import b",
+    "try:",
+    "@dec",
+    "package main",
+    "func f(",
+    "pub fn f",
+    "use a::b",
+    "const x = ",
+    "export function",
+    "interface I",
+    "#include <a>",
+    "template<",
+    "commit 0123abcd",
+    "diff --git a b",
+    "--- a\n+++ b",
+    "@@ -1,2 +1,2 @@",
+    "===== 1 passed in 0.1s =====",
+    "FAILED t.py::x",
+    "Ran 3 tests in 0.1s",
+    "FAIL: t (m.T)",
+    "PASS a.test.js",
+    "Tests: 1 total",
+    "=== RUN TestA",
+    "--- FAIL: TestA",
+    "ok  \tpkg 0.1s",
+    "a.c:1:2: error",
+    "a.py:1:2: C0114: ",
+    "error: x\n  --> a.rs:1:2",
+    'Traceback (most recent call last):\n  File "',
+    "  at a.B(C.java:1)\n",
+    "  at f (a.js:1:2)\n",
+    "panic: x",
+    "goroutine 1 [running]:",
+    "thread 'm' panicked at ",
+]
+# Lines of a few fragments each, so that lines of one kind often follow each other.
+line_texts = st.lists(st.lists(st.sampled_from(LINE_PIECES), max_size=4).map("".join), max_size=30).map(
+    "\n".join
+)
+# The Markdown signs detection counts, as one plain MULTILINE pattern.
+MD_SIGNS = re.compile(
+    r"^```|\*\*\S|\[[^\]\n]{1,200}\]\([^)\s]{1,300}\)|^[ \t]*[-*+] \S|^\|[^\n]*\|[ \t]*$|^\d+\. \S|^> \S",
+    re.M,
+)
+
+
+@PROPERTY
+@example(text="\n".join(piece for piece in LINE_PIECES for _ in range(2)))  # each twice in a row
+@example(text="\r\n".join(piece for piece in LINE_PIECES for _ in range(2)))
+@given(text=line_texts)
+def test_line_patterns_searched_from_newline_to_newline_find_what_the_plain_ones_find(text: str) -> None:
+    detect_module = importlib.import_module("toolbudget.previews.detect")
+    searched = [v for v in vars(detect_module).values() if isinstance(v, LinePattern)]
+    # Only these are counted: they have no match ending with a newline.
+    counted = [detect_module._DIAGNOSTIC, detect_module._COMMIT, detect_module._MD_HEADING]
+    counted += [pattern for _, pattern, _ in detect_module._LANGUAGE_LINES]
+    for pattern in searched + counted:
+        assert pattern.search(text) == (pattern.pattern.search(text) is not None)
+    for pattern in counted:
+        found = len(pattern.pattern.findall(text))
+        assert pattern.count(text) == found
+        assert pattern.count(text, 2) == min(2, found)
+    assert detect_module._md_signs(text) == len(MD_SIGNS.findall(text))
+
+
+@PROPERTY
+@given(text=line_texts, share=st.sampled_from([0.0, 0.1, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0]))
+def test_a_share_settled_early_is_the_share_counted_to_the_end(text: str, share: float) -> None:
+    detect_module = importlib.import_module("toolbudget.previews.detect")
+    lines = [line for line in text.split("\n") * 7 if line.strip()]  # past a step of lines
+    for pattern in (detect_module._GREP, detect_module._LISTING, detect_module._NUMBERED, re.compile("x")):
+        assert detect_module._at_least(lines, pattern, share) == (
+            detect_module._share(lines, pattern) >= share
+        )
+
+
+LOG_PIECES = [
+    *PIECES,
+    "İ",  # lowers to two characters: the words are then looked for as they are
+    "paniCritical warn ",
+    "E   assert 1 == 2\n",
+    "AssertionError\n",
+    "test_error_handling\n",
+    "FAILED t.py::x - boom\n",
+    "warnings\n",
+]
+log_texts = st.lists(st.one_of(st.text(max_size=20), st.sampled_from(LOG_PIECES)), max_size=60).map("".join)
+
+
+@PROPERTY
+@given(text=log_texts)
+def test_a_log_is_told_by_its_first_important_line(text: str) -> None:
+    log_module = importlib.import_module("toolbudget.previews.log")
+    assert log_module.looks_like_log(text) == bool(log_module.important_lines(text, 0, len(text)))
+
+
+@PROPERTY
+@given(text=log_texts, data=st.data())
+def test_the_error_lines_kept_are_counted_as_a_scan_of_them_counts(text: str, data: st.DataObject) -> None:
+    """The detail counts the kept error lines from the analysis where that is exact."""
+    log_module = importlib.import_module("toolbudget.previews.log")
+    strategy = log_module.LogStrategy(text, "\n")
+    starts = [0, *(i + 1 for i, c in enumerate(text) if c == "\n"), len(text)]
+    for _ in range(5):
+        # Whole lines mostly, as a plan keeps them; any span now and then.
+        if data.draw(st.booleans()):
+            start, end = sorted(data.draw(st.lists(st.sampled_from(starts), min_size=2, max_size=2)))
+        else:
+            start, end = sorted(data.draw(st.lists(st.integers(0, len(text)), min_size=2, max_size=2)))
+        assert strategy._important_in(start, end) == len(log_module.important_lines(text, start, end))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "İstanbul\nERROR: boom\nok\nWarning: x\n",  # lowering lengthens the first line
+        "ok\nE   assert 1\nTraceback (most recent call last):\n  x\nValueError\nend",
+        "x" * 50 + " error " + "y" * 50 + "\nfailed\n",
+    ],
+)
+def test_the_error_lines_kept_are_counted_as_a_scan_of_every_span_counts(text: str) -> None:
+    log_module = importlib.import_module("toolbudget.previews.log")
+    strategy = log_module.LogStrategy(text, "\n")
+    cuts = sorted({0, len(text), min(30, len(text)), *(i + 1 for i, c in enumerate(text) if c == "\n")})
+    for start in cuts:
+        for end in cuts:
+            if start <= end:
+                assert strategy._important_in(start, end) == len(log_module.important_lines(text, start, end))
+
+
+def read_traceback(text: str, at: int) -> tuple[int, int]:
+    """A traceback's span read line by line: through the first line with text and no deeper indent."""
+    start = text.rfind("\n", 0, at) + 1
+    pos = text.find("\n", at) + 1 or len(text)
+    for _ in range(400):
+        if pos >= len(text):
+            break
+        end = text.find("\n", pos) + 1 or len(text)
+        line = text[pos:end]
+        pos = end
+        if line.strip() and len(line) - len(line.lstrip(" \t")) <= at - start:
+            break
+    return start, pos
+
+
+TRACE = "Traceback (most recent call last):"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        f"x\n{TRACE}\n  File a\n    f()\nValueError: x\nmore\n",
+        f"  {TRACE}\n    File a\n\n   \t\n  KeyError\n",  # indented header, blank lines
+        f"{TRACE}\r\n  File a\r\n\r\nOSError\r\n",
+        f"{TRACE}\n  File a\n \x0c\n\x0c\n\x0cE\n",  # a form feed is not a blank but is no text
+        f"{TRACE}\n File a\n  x\nE\n",  # one blank is deeper than none
+        f"{TRACE}\n" + "  File a\n" * 500 + "Error\n",  # longer than a traceback may be
+        f"{TRACE}\n" + ("  " + "y" * 99 + "\n") * 120 + "Error\n",  # its end past the window
+        f"{TRACE}\n  File a\n  no end",
+        f"{TRACE}",
+    ],
+)
+def test_a_traceback_ends_where_reading_it_line_by_line_ends(text: str) -> None:
+    log_module = importlib.import_module("toolbudget.previews.log")
+    at = text.index(TRACE)
+    found = log_module.LogStrategy(text, "\n")._py_trace(at)
+    assert found == [read_traceback(text, at)]
 
 
 json_values = st.recursive(

@@ -17,6 +17,8 @@ import pytest
 from conftest import trajectories_dir
 from toolbudget import load_transcript, to_request
 from toolbudget.compaction import (
+    _ERROR_LINE,
+    error_lines,
     exit_status,
     key_argument,
     last_line,
@@ -348,6 +350,28 @@ def test_errors_logs_and_test_runs_keep_their_error_lines() -> None:
     errors = summarize("bash", run, log).errors
     assert "E       ValueError: bad input" in errors
     assert "FAILED tests/test_a.py::test_one - ValueError: bad input" in errors
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "an ERROR here",
+        "Traceback (most recent call last):",
+        "IndexError: x",
+        "E   assert 1 == 2",
+        "tests pass fine",
+        "terrorist",
+        "panicked at main",
+        "fa\u0131led with a dotless i",  # matched by the pattern's case folding, kept by lower()
+        "except\u0131on",
+        "Faİled",
+        "error\u017f and traceba\u212a",
+        "erreur \x85 failure",  # two lines, as splitlines reads them
+    ],
+)
+def test_a_line_is_an_error_line_exactly_when_the_error_pattern_finds_something_in_it(line: str) -> None:
+    text = f"ok\n{line}\ndone\n"
+    assert error_lines(text) == [part.rstrip() for part in text.splitlines() if _ERROR_LINE.search(part)]
 
 
 @pytest.mark.shared

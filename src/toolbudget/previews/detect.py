@@ -37,6 +37,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 
 from ._envelope import split_envelope
+from ._linepattern import LinePattern
 
 __all__ = ["KINDS", "STRATEGY", "detect"]
 
@@ -96,6 +97,7 @@ _TAIL = 2048
 _MAX_LINES = 120
 
 _M = re.MULTILINE
+_SHARE_STEP = 16  # lines looked at between two checks of whether a share is settled
 
 
 # Claude Code: an output too large to inline, saved to a file, with a preview of its head.
@@ -137,14 +139,38 @@ def _lines(head: str, tail: str) -> list[str]:
     return [ln for ln in lines if ln.strip()]
 
 
+def _holds(head: str, tail: str, literal: str) -> bool:
+    """Whether the sample holds ``literal`` (with no line break): else none of its lines does."""
+    return literal in head or literal in tail
+
+
 def _share(lines: list[str], pattern: re.Pattern[str]) -> float:
     if not lines:
         return 0.0
-    return sum(1 for ln in lines if pattern.search(ln)) / len(lines)
+    return len(list(filter(pattern.search, lines))) / len(lines)  # a C loop: no frame per line
 
 
-def _count(pattern: re.Pattern[str], *texts: str) -> int:
-    return sum(len(pattern.findall(t)) for t in texts)
+def _at_least(lines: list[str], pattern: re.Pattern[str], share: float) -> bool:
+    """``_share(lines, pattern) >= share``, decided as soon as the lines looked at settle it.
+
+    Most rules ask whether nearly all lines have a shape, and most samples settle that
+    long before their last line.
+    """
+    total = len(lines)
+    if not total:
+        return share <= 0.0  # as _share says of no lines
+    hits = 0
+    for start in range(0, total, _SHARE_STEP):
+        hits += len(list(filter(pattern.search, lines[start : start + _SHARE_STEP])))
+        if hits / total >= share:
+            return True  # the share can only grow
+        if (hits + max(0, total - start - _SHARE_STEP)) / total < share:
+            return False  # not even if every line left had the shape
+    return False
+
+
+def _count(pattern: LinePattern, *texts: str) -> int:
+    return sum(pattern.count(t) for t in texts)
 
 
 # Structured documents.
@@ -153,51 +179,49 @@ _JSON_END = re.compile(r"[}\]]\s*\Z")
 _JSON_STRING = re.compile(r'\s*"[^\n]*\s*\Z')
 _JSONL = re.compile(r"^\{\".*\}\s*$")
 _GIT_LOG = re.compile(r"\A\s*commit [0-9a-f]{7,40}\b.*\n(?:Merge: .*\n)?Author: ")
-_COMMIT = re.compile(r"^commit [0-9a-f]{7,40}\b", _M)
+_COMMIT = LinePattern(r"^commit [0-9a-f]{7,40}\b")
 _ONELINE_LOG = re.compile(r"^[0-9a-f]{7,12} \S")
-_DIFF = re.compile(
+_DIFF = LinePattern(
     r"^(?:diff --git |diff -\S* \S|--- \S.*\n\+\+\+ \S"
-    r"|@@ -\d+(?:,\d+)? \+\d+(?:,\d+)? @@)",
-    _M,
+    r"|@@ -\d+(?:,\d+)? \+\d+(?:,\d+)? @@)"
 )
 
 # Tool output.
-_PYTEST = re.compile(
+_PYTEST = LinePattern(
     r"^=+ (?:test session starts|FAILURES|ERRORS|short test summary info|warnings summary) =+"
     r"|^=+ [^\n]{0,200}?\b(?:passed|failed)\b[^\n]{0,200}? in [\d.]+s[^\n]{0,200}? =+[ \t]*\r?$"
     r"|^(?:FAILED|ERROR|PASSED) \S+\.py::"
-    r"|^\S+\.py::\S+ (?:PASSED|FAILED|ERROR|SKIPPED)",
-    _M,
+    r"|^\S+\.py::\S+ (?:PASSED|FAILED|ERROR|SKIPPED)"
 )
-_UNITTEST = re.compile(
+_UNITTEST = LinePattern(
     r"^Ran \d+ tests? in [\d.]+s"
     r"|^(?:FAIL|ERROR): \w+ \([\w.]+\)"
     r"|^={40,}\r?\n(?:FAIL|ERROR): "
     r"|^test result: (?:ok|FAILED)\. \d+ passed"
-    r"|^test \S+ \.\.\. (?:ok|FAILED|ignored)\s*$",
-    _M,
+    r"|^test \S+ \.\.\. (?:ok|FAILED|ignored)\s*$"
 )
-_JEST = re.compile(
-    r"^[ \t]*(?:PASS|FAIL) \S+\.(?:test|spec)\.[cm]?[jt]sx?\b"
-    r"|^Tests:[ \t]+[^\n]{0,200}?\d+ total|^Test Suites:[ \t]+[^\n]{0,200}?\d+ total",
-    _M,
+_JEST = LinePattern(
+    r"^[ \t]*+(?:PASS|FAIL) \S+\.(?:test|spec)\.[cm]?[jt]sx?\b"
+    r"|^Tests:[ \t]+[^\n]{0,200}?\d+ total|^Test Suites:[ \t]+[^\n]{0,200}?\d+ total"
 )
-_GO_TEST = re.compile(
-    r"^(?:=== RUN\s+Test|--- (?:FAIL|PASS|SKIP): Test|ok  \t\S+\s+[\d.]+s|FAIL\t\S+\s+[\d.]+s|PASS\r?$)", _M
+_GO_TEST = LinePattern(
+    r"^(?:=== RUN\s+Test|--- (?:FAIL|PASS|SKIP): Test|ok  \t\S+\s+[\d.]+s|FAIL\t\S+\s+[\d.]+s|PASS\r?$)"
 )
-_DIAGNOSTIC = re.compile(
+_DIAGNOSTIC = LinePattern(
     r"^\S+?\.\w{1,6}(?::\d+){1,2}:? (?:fatal )?(?:error|warning|note)\b"
     r"|^\S+?\.\w{1,6}\(\d+,\d+\): (?:error|warning) \w+"
     r"|^\S+?\.\w{1,6}:\d+:\d+: [CEWRFI]\d{4}: "
     r"|^(?:error|warning)(?:\[E\d{4}\])?: [^\n]*\n[ \t]*--> \S+:\d+:\d+"
     r"|^\S+?\.java:\d+: (?:error|warning): ",
-    _M,
+    # An error, a warning or a note follows a blank; Rust's "error: ..." line has its "--> "
+    # below. This pattern backtracks along every line of a path listing, which has none.
+    needs=(" error", " warning", " note", "--> ", re.compile(r": [CEWRFI]\d{4}: ")),
 )
-_PY_TRACE = re.compile(r"^Traceback \(most recent call last\):[ \t]*\r?\n[ \t]+File \"", _M)
-_JAVA_FRAMES = re.compile(r"(?:^[ \t]+at [\w$.<>/]+\([^)\n]*\)[ \t]*\r?\n){2,}", _M)
-_JS_FRAMES = re.compile(r"(?:^[ \t]+at [^\n]{0,300}?:\d+:\d+\)?[ \t]*\r?\n){2,}", _M)
-_GO_PANIC = re.compile(r"^(?:panic: [^\n]*|goroutine \d+ \[[^\]\n]+\]:[ \t]*\r?)$", _M)
-_RUST_PANIC = re.compile(r"^thread '.*' panicked at ", _M)
+_PY_TRACE = LinePattern(r"^Traceback \(most recent call last\):[ \t]*\r?\n[ \t]+File \"")
+_JAVA_FRAMES = LinePattern(r"(?:^[ \t]++at [\w$.<>/]+\([^)\n]*\)[ \t]*\r?\n){2,}")
+_JS_FRAMES = LinePattern(r"(?:^[ \t]++at [^\n]{0,300}?:\d+:\d+\)?[ \t]*\r?\n){2,}")
+_GO_PANIC = LinePattern(r"^(?:panic: [^\n]*|goroutine \d+ \[[^\]\n]+\]:[ \t]*\r?)$")
+_RUST_PANIC = LinePattern(r"^thread '.*' panicked at ")
 
 # Line shapes.
 _NUMBERED = re.compile(r"^\s*\d+(?:→|\t)|^\d+:")
@@ -227,37 +251,48 @@ _COLUMNS = re.compile(r"\S\s{2,}\S|\S\t\S")
 _XML = re.compile(r"\A\s*(?:<\?xml|<[A-Za-z][\w:.-]*(?:\s[^>]*)?>)")
 _HTML_START = re.compile(r"\s*(?:<!doctype html|<html\b)", re.IGNORECASE)
 _HTML_TAGS = re.compile(r"<(?:head|body|div|span|p|table|script|a)\b[^>]*>", re.IGNORECASE)
-_YAML_LINE = re.compile(r"^[ \t]*(?:- )?[\w\"'./-]+:(?:[ \t]|$)|^[ \t]*- \S|^---[ \t]*$|^[ \t]*#")
+_YAML_LINE = re.compile(r"^[ \t]*+(?:- )?[\w\"'./-]++:(?:[ \t]|$)|^[ \t]*+- \S|^---[ \t]*$|^[ \t]*+#")
 _YAML_BLOCK = re.compile(r"^([ \t]*)(?:- )?[\w\"'./-]+:[ \t]*$")  # a key whose value is the block below
 # `prog: subject: message` (bash, rm, grep, make...): a message, not a mapping.
 _MESSAGE = re.compile(r"^[\w./-]+: [^\n]*?\S: ")
 _FENCED = re.compile(r"^[ \t]*```[^\n]*\n.*?(?:^[ \t]*```[ \t]*$|\Z)", re.MULTILINE | re.DOTALL)
-_MD_HEADING = re.compile(r"^#{1,6} \S", _M)
+_MD_HEADING = LinePattern(r"^#{1,6} \S")
+# Markdown signs: at a line start a fence, a list item, a table row, a numbered item or a quote;
+# anywhere bold text or a link. Counted as ``findall`` counts
+#   ^```|\*\*\S|\[[^\]\n]{1,200}\]\([^)\s]{1,300}\)|^[ \t]*[-*+] \S|^\|[^\n]*\|[ \t]*$|^\d+\. \S|^> \S
+# but with the line-start signs led by their newline (see LinePattern), over "\n" + text: the
+# pattern then opens with a newline, `*` or `[`, and the engine tries it at those alone. The
+# count is the same: no sign ends with a newline, none starts with one, and at one line start
+# only one kind can match (a line sign opens with a backtick, blank, `-`, `*` then a blank, `+`,
+# `|`, a digit or `>`, bold text with `**`, a link with `[`), so their order does not matter.
 _MD_OTHER = re.compile(
-    r"^```|\*\*\S|\[[^\]\n]{1,200}\]\([^)\s]{1,300}\)|^[ \t]*[-*+] \S|^\|[^\n]*\|[ \t]*$|^\d+\. \S|^> \S",
+    r"\n(?:```|[ \t]*+[-*+] \S|\|[^\n]*\|[ \t]*$|\d+\. \S|> \S)|\*\*\S|\[[^\]\n]{1,200}\]\([^)\s]{1,300}\)",
     _M,
 )
 
 # Source languages, scored over the sample: line shapes (anchored, so cheap) and literal
 # tokens (counted with str.count). Each hit adds the weight to the language's score.
-_LANGUAGE_LINES: tuple[tuple[str, re.Pattern[str], int], ...] = (
-    ("python", re.compile(r"^[ \t]*(?:async )?def \w+\(|^[ \t]*class \w+[(:]", _M), 3),
-    ("python", re.compile(r"^(?:import \w+|from [\w.]+ import )", _M), 3),
-    ("python", re.compile(r"^[ \t]*(?:elif|except|try|finally|with)\b.*:[ \t]*$|^[ \t]*@\w", _M), 1),
-    ("go", re.compile(r"^package \w+[ \t]*$", _M), 5),
-    ("go", re.compile(r"^func [\w(]|^import \($", _M), 2),
-    ("rust", re.compile(r"^[ \t]*(?:pub(?:\(crate\))? )?(?:fn|struct|enum|impl|trait|mod) \w", _M), 2),
-    ("rust", re.compile(r"^use \w+(?:::\w+)+", _M), 3),
-    ("java", re.compile(r"^package [\w.]+;[ \t]*$|^import java\.", _M), 5),
-    ("javascript", re.compile(r"^[ \t]*(?:const|let|var) \w+ = |^[ \t]*module\.exports", _M), 2),
+# An indent is matched possessively (``[ \t]*+``) here and in the tool output's patterns: what
+# follows it never opens with a blank, so giving blanks back could never make a match, and
+# would retry every indented line once per blank.
+_LANGUAGE_LINES: tuple[tuple[str, LinePattern, int], ...] = (
+    ("python", LinePattern(r"^[ \t]*+(?:async )?def \w+\(|^[ \t]*+class \w+[(:]"), 3),
+    ("python", LinePattern(r"^(?:import \w+|from [\w.]+ import )"), 3),
+    ("python", LinePattern(r"^[ \t]*+(?:elif|except|try|finally|with)\b.*:[ \t]*$|^[ \t]*+@\w"), 1),
+    ("go", LinePattern(r"^package \w+[ \t]*$"), 5),
+    ("go", LinePattern(r"^func [\w(]|^import \($"), 2),
+    ("rust", LinePattern(r"^[ \t]*+(?:pub(?:\(crate\))? )?(?:fn|struct|enum|impl|trait|mod) \w"), 2),
+    ("rust", LinePattern(r"^use \w+(?:::\w+)+"), 3),
+    ("java", LinePattern(r"^package [\w.]+;[ \t]*$|^import java\."), 5),
+    ("javascript", LinePattern(r"^[ \t]*+(?:const|let|var) \w+ = |^[ \t]*+module\.exports"), 2),
     (
         "javascript",
-        re.compile(r"^[ \t]*(?:export (?:default )?)?(?:async )?function\b|^import .* from ['\"]", _M),
+        LinePattern(r"^[ \t]*+(?:export (?:default )?)?(?:async )?function\b|^import .* from ['\"]"),
         2,
     ),
-    ("typescript", re.compile(r"^[ \t]*(?:export )?(?:interface|type) \w+|^import type ", _M), 3),
-    ("c", re.compile(r"^#include [<\"]|^#define \w|^#if(?:n?def)? \w", _M), 3),
-    ("cpp", re.compile(r"^[ \t]*template[ \t]*<|^[ \t]*namespace \w+", _M), 3),
+    ("typescript", LinePattern(r"^[ \t]*+(?:export )?(?:interface|type) \w+|^import type "), 3),
+    ("c", LinePattern(r"^#include [<\"]|^#define \w|^#if(?:n?def)? \w"), 3),
+    ("cpp", LinePattern(r"^[ \t]*+template[ \t]*<|^[ \t]*+namespace \w+"), 3),
 )
 _LANGUAGE_TOKENS: tuple[tuple[str, str, int], ...] = (
     ("python", "self.", 1),
@@ -289,7 +324,7 @@ def _json(head: str, tail: str, lines: list[str]) -> bool:
         return True
     if _JSON_STRING.match(head) and (tail or head).rstrip().endswith('"'):
         return True  # one long string literal: no raw newline can be inside
-    return len(lines) >= 2 and _share(lines, _JSONL) >= 0.9
+    return len(lines) >= 2 and _at_least(lines, _JSONL, 0.9)
 
 
 def _runner(head: str, tail: str) -> str | None:
@@ -312,14 +347,16 @@ def _trace(head: str, tail: str) -> bool:
 
 
 def _numbered(lines: list[str]) -> str | None:
-    numbered = _share(lines, _NUMBERED)
     # grep -n -C on one file numbers its lines too: `N:` for hits, `N-` for context, `--`
     # between groups (a single group has none).
     context = _share(lines, _GREP_CONTEXT)
-    hits = "--" in lines or any(_COLON_NUMBER.match(ln) for ln in lines)
-    if context and hits and numbered + context >= 0.6:
-        return "grep"
-    if numbered < 0.5:
+    if context:
+        numbered = _share(lines, _NUMBERED)
+        if numbered + context >= 0.6 and ("--" in lines or any(map(_COLON_NUMBER.match, lines))):
+            return "grep"
+        if numbered < 0.5:
+            return None
+    elif not _at_least(lines, _NUMBERED, 0.5):
         return None
     return "grep" if _scattered(lines) else "file-view"
 
@@ -353,6 +390,17 @@ def _records(lines: list[str]) -> list[str]:
     return records
 
 
+def _first_record(lines: list[str]) -> str:
+    """``(_records(lines) or lines)[0]``, without joining every record."""
+    inside = False
+    for i, line in enumerate(lines):
+        if line.count('"') % 2:
+            inside = not inside
+        if not inside:
+            return "\n".join(lines[: i + 1])
+    return lines[0]
+
+
 def _not_rows(records: list[str]) -> bool:
     """Code or prose that happens to have as many commas on every line."""
     code = sum(r.rstrip().endswith((";", "{", ")", ":")) for r in records) > len(records) // 4
@@ -365,11 +413,15 @@ def _delimited(lines: list[str]) -> str | None:
     if len(lines) < 3 or _NUMBERED.match(lines[0]):
         return None  # a numbered view of a file is a file view, whatever the file holds
     for label, sep in (("tsv", "\t"), ("csv", ",")):
+        # The first row must hold the separator as often as most rows do: without one there,
+        # the rows need not be counted (nor joined into records).
+        first = _QUOTED.sub("", lines[0] if label == "tsv" else _first_record(lines)).count(sep)
+        if not first:
+            continue
         if label == "csv":
             lines = _records(lines) or lines
         counts = Counter(_QUOTED.sub("", ln).count(sep) for ln in lines)
         common, hits = counts.most_common(1)[0]
-        first = _QUOTED.sub("", lines[0]).count(sep)
         if common >= 1 and first == common and hits >= 0.8 * len(lines):
             if label == "csv" and _not_rows(lines):
                 return None
@@ -383,7 +435,7 @@ def _aligned(lines: list[str]) -> bool:
     columns = len(lines[0].split())
     return (
         columns >= 2
-        and _share(lines[1:], _COLUMNS) >= 0.7
+        and _at_least(lines[1:], _COLUMNS, 0.7)
         and all(len(ln.split()) >= columns - 1 for ln in lines[1:20])
     )
 
@@ -391,7 +443,7 @@ def _aligned(lines: list[str]) -> bool:
 def _listing(lines: list[str]) -> bool:
     if len(lines) == 1 and "/" not in lines[0]:
         return False  # one bare word or number (`368.0`) lists nothing
-    return _share(lines, _LISTING) >= 0.7 and _share(lines, _PATHISH) >= 0.3
+    return _at_least(lines, _LISTING, 0.7) and _at_least(lines, _PATHISH, 0.3)
 
 
 def _markup(head: str) -> str | None:
@@ -410,7 +462,7 @@ def _yaml(lines: list[str]) -> bool:
     Flat ``Name: value`` lines are what scripts print (``Headers: {...}``,
     ``Error: ...``, ``rm: cannot remove ...``); they are text.
     """
-    if len(lines) < 3 or _share(lines, _YAML_LINE) < 0.8 or _share(lines, _MESSAGE) > 0.2:
+    if len(lines) < 3 or not _at_least(lines, _YAML_LINE, 0.8) or _share(lines, _MESSAGE) > 0.2:
         return False
     if lines[0].rstrip() == "---":
         return True
@@ -516,10 +568,15 @@ def _sampled(head: str, tail: str) -> str:
     return _content(head, tail, lines) if lines else ""
 
 
+def _md_signs(text: str) -> int:
+    """Markdown signs other than headings in ``text`` (see :data:`_MD_OTHER`)."""
+    return len(_MD_OTHER.findall("\n" + text)) if text else 0
+
+
 def _markdown_score(head: str, tail: str) -> tuple[int, int]:
     """Markdown headings, and the score of every Markdown sign (a heading counts twice)."""
-    headings = len(_MD_HEADING.findall(head)) + len(_MD_HEADING.findall(tail))
-    return headings, 2 * headings + _count(_MD_OTHER, head, tail)
+    headings = _MD_HEADING.count(head) + _MD_HEADING.count(tail)
+    return headings, 2 * headings + _md_signs(head) + _md_signs(tail)
 
 
 def _content(head: str, tail: str, lines: list[str]) -> str:
@@ -527,17 +584,19 @@ def _content(head: str, tail: str, lines: list[str]) -> str:
     if _json(head, tail, lines):
         return "json"
     # One commit and its patch (git show) is a diff; a run of commits is a log.
-    commits = len(_COMMIT.findall(head))
-    if _GIT_LOG.match(head) and (commits > 1 or not _DIFF.search(head)):
+    if _GIT_LOG.match(head) and (_COMMIT.count(head, 2) > 1 or not _DIFF.search(head)):
         return "git-log"
-    if len(lines) >= 3 and _share(lines, _ONELINE_LOG) >= 0.9:
+    if len(lines) >= 3 and _at_least(lines, _ONELINE_LOG, 0.9):
         return "git-log"
     if _DIFF.search(head):
         return "diff"
     runner = _runner(head, tail)
     if runner:
         return runner
-    diagnostics = _count(_DIAGNOSTIC, head, tail)
+    # Whether there are none, one or more settles it: the lines are not read past a second one.
+    diagnostics = _DIAGNOSTIC.count(head, 2)
+    if diagnostics < 2:
+        diagnostics += _DIAGNOSTIC.count(tail, 2 - diagnostics)
     if diagnostics >= 2 or (diagnostics and diagnostics >= len(lines) // 4):
         return "compiler-errors"
     if _trace(head, tail):
@@ -545,16 +604,18 @@ def _content(head: str, tail: str, lines: list[str]) -> str:
     delimited = _delimited(lines)
     if delimited:
         return delimited
-    if lines[0].startswith("WEBVTT") or _share(lines, _CUE) >= 0.1:
+    if lines[0].startswith("WEBVTT") or (_holds(head, tail, " --> ") and _at_least(lines, _CUE, 0.1)):
         return "text"
     numbered = _numbered(lines)
     if numbered:
         return numbered
     headings, markdown = _markdown_score(head, tail)
     # A report or a README that draws a tree in a code block is a document, not a tree listing.
-    if _share(lines, _TREE) >= 0.3 and not (headings and "```" in head):
+    # Tree lines are drawn with non-ASCII characters: an ASCII sample has none (a check in O(1)).
+    drawn = not (head.isascii() and tail.isascii())
+    if drawn and _at_least(lines, _TREE, 0.3) and not (headings and "```" in head):
         return "tree"
-    if _share(lines, _GREP) >= 0.5 or _share(lines, _GREP_NUMBERED) >= 0.4:
+    if _at_least(lines, _GREP, 0.5) or _at_least(lines, _GREP_NUMBERED, 0.4):
         return "grep"
     if _listing(lines):
         return "file-listing"

@@ -90,18 +90,23 @@ def _hunk_end_fast(text: str, body: int, stop: int, old: int, new: int) -> int |
     lines, the ``--- ``/``+++ `` pair of a plain ``diff -u``) the caller walks
     the body line by line.
     """
-    region = text[body:stop]
-    if not region or region[0] not in "-+ " or "\n\n" in region or "\r" in region:
+    # Counted in place (no copy of the body), in as few C-level passes over it as may be: the
+    # hunk ends there when every line starts with one of "-+ \\" (an empty line starts with
+    # none) and the counts agree.
+    if body >= stop or text[body] not in "-+ " or text.find("\r", body, stop) != -1:
         return None
-    lines = region.count("\n") + (region[-1] != "\n")
-    tail = region[-1] == "\n"
-    removed = region.count("\n-") - (tail and region.endswith("\n-")) + (region[0] == "-")
-    added = region.count("\n+") - (tail and region.endswith("\n+")) + (region[0] == "+")
-    context = region.count("\n ") - (tail and region.endswith("\n ")) + (region[0] == " ")
+    first = text[body]
+    # Each line but the first starts after a newline (the body's own last newline starts none).
+    lines = text.count("\n", body, stop) + (text[stop - 1] != "\n")
+    removed = text.count("\n-", body, stop) + (first == "-")
+    added = text.count("\n+", body, stop) + (first == "+")
+    context = text.count("\n ", body, stop) + (first == " ")
     if removed + context != old or added + context != new:
         return None
-    flags = region.count("\n\\") - (tail and region.endswith("\n\\"))
-    return stop if removed + added + context + flags == lines else None
+    started = removed + added + context
+    if started == lines:
+        return stop  # no line is left to be a "\\ No newline" flag or anything else
+    return stop if started + text.count("\n\\", body, stop) == lines else None
 
 
 def _next_line(text: str, prefix: str, start: int) -> int:
@@ -117,7 +122,9 @@ def parse_diff(text: str) -> tuple[list[Unit], list[str]]:
     length = len(text)
     pos = 0
     other_start = -1
-    next_hunk = next_file = -1  # where the next "@@ " and "diff " lines start, found lazily
+    next_hunk = next_file = (
+        next_old
+    ) = -1  # where the next "@@ ", "diff " and "--- " lines start, found lazily
 
     def line_end(at: int) -> int:
         found = text.find("\n", at)
@@ -178,7 +185,14 @@ def parse_diff(text: str) -> tuple[list[Unit], list[str]]:
             continue
         if other_start < 0:
             other_start = pos
-        pos = end
+        # The lines up to the next one that may open a hunk or a file are other lines too.
+        if next_hunk < end:
+            next_hunk = _next_line(text, "@@ ", end)
+        if next_file < end:
+            next_file = _next_line(text, "diff ", end)
+        if next_old < end:
+            next_old = _next_line(text, "--- ", end)
+        pos = min(next_hunk, next_file, next_old)
     flush_other(length)
     return units, files
 

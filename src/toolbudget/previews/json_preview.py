@@ -21,6 +21,7 @@ the result is deterministic and as complete as the room allows.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import orjson
@@ -75,6 +76,7 @@ _LEVELS: tuple[_Level, ...] = (
 )
 
 MARKER_KEY = "toolbudget"
+_CONTAINERS = (dict, list)  # a tuple: ``dict | list`` would build a union at every node
 
 
 class _TooBig(Exception):
@@ -139,6 +141,13 @@ def shape(value: Any, depth: int = 0) -> str:
 
 
 class _Shortener:
+    """One level's shortened copy of a value, given up (:class:`_TooBig`) once over the room.
+
+    A search tries several levels on every node of the value, so the loops over arrays
+    and objects take strings and scalars, nearly all of the nodes, themselves, without a
+    call per node; what they grow is what :meth:`value` would.
+    """
+
     def __init__(self, level: _Level, room: int) -> None:
         self.level = level
         self.room = room
@@ -159,7 +168,7 @@ class _Shortener:
         level = self.level
         if isinstance(value, str):
             return self.string(value)
-        if isinstance(value, dict | list) and level.depth is not None and depth > level.depth:
+        if isinstance(value, _CONTAINERS) and level.depth is not None and depth > level.depth:
             self.stats.nested += 1
             what = plural(len(value), "key") if isinstance(value, dict) else plural(len(value), "item")
             return self.note(f"… {what} …")
@@ -182,12 +191,34 @@ class _Shortener:
         self.grow(len(value) + 2)
         return value
 
+    def values(self, items: list[Any], depth: int) -> list[Any]:
+        """``[self.value(v, depth) for v in items]``, with strings and scalars taken in the loop."""
+        stats = self.stats
+        room = self.room
+        chars = self.level.chars
+        out: list[Any] = []
+        for item in items:
+            if isinstance(item, str):
+                if chars is not None and len(item) > chars:
+                    out.append(self.string(item))
+                    continue
+                stats.size += len(item) + 2
+            elif isinstance(item, _CONTAINERS):
+                out.append(self.value(item, depth))
+                continue
+            else:
+                stats.size += 1
+            if stats.size > room:
+                raise _TooBig
+            out.append(item)
+        return out
+
     def array(self, value: list[Any], depth: int, placeholder: str | None) -> list[Any]:
         """``value`` shortened; ``placeholder`` goes in the left-out run, or at position 1."""
         limit = self.level.items
         self.grow(2)
         if limit is None or len(value) <= limit:
-            out = [self.value(v, depth + 1) for v in value]
+            out = self.values(value, depth + 1)
             if placeholder is not None:
                 out.insert(min(1, len(out)), placeholder)
             return out
@@ -195,12 +226,12 @@ class _Shortener:
         last = limit - first
         left = len(value) - first - last
         self.stats.items += left
-        out = [self.value(v, depth + 1) for v in value[:first]]
+        out = self.values(value[:first], depth + 1)
         if placeholder is not None:
             out.append(placeholder)
         else:
             out.append(self.note(f"… {left} more items …"))
-        out.extend(self.value(v, depth + 1) for v in value[len(value) - last :])
+        out.extend(self.values(value[len(value) - last :], depth + 1))
         return out
 
     def object(self, value: dict[str, Any], depth: int) -> dict[str, Any]:
@@ -208,19 +239,41 @@ class _Shortener:
         keys = list(value)
         self.grow(2)
         if limit is None or len(keys) <= limit:
-            return {key: self.entry(value, key, depth) for key in keys}
+            return self.entries(value, keys, depth)
         first = (limit + 1) // 2
         last = limit - first
         left = len(keys) - first - last
         self.stats.keys += left
-        out = {key: self.entry(value, key, depth) for key in keys[:first]}
+        out = self.entries(value, keys[:first], depth)
         out[_free_key(value, "…")] = self.note(f"{left} more keys")
-        out.update((key, self.entry(value, key, depth)) for key in keys[len(keys) - last :])
+        out.update(self.entries(value, keys[len(keys) - last :], depth))
         return out
 
-    def entry(self, value: dict[str, Any], key: str, depth: int) -> Any:
-        self.grow(len(key) + 4)
-        return self.value(value[key], depth + 1)
+    def entries(self, value: dict[str, Any], keys: list[str], depth: int) -> dict[str, Any]:
+        """The entries of ``keys``: each key grows, then its value as :meth:`value` grows it."""
+        stats = self.stats
+        room = self.room
+        chars = self.level.chars
+        out: dict[str, Any] = {}
+        for key in keys:
+            stats.size += len(key) + 4
+            if stats.size > room:
+                raise _TooBig
+            item = value[key]
+            if isinstance(item, str):
+                if chars is not None and len(item) > chars:
+                    out[key] = self.string(item)
+                    continue
+                stats.size += len(item) + 2
+            elif isinstance(item, _CONTAINERS):
+                out[key] = self.value(item, depth + 1)
+                continue
+            else:
+                stats.size += 1
+            if stats.size > room:
+                raise _TooBig
+            out[key] = item
+        return out
 
 
 def _free_key(value: dict[str, Any], base: str) -> str:
@@ -333,16 +386,20 @@ class JsonStrategy:
         kept = max(0, min(len(self.text), len(body) - overhead))
         return JsonCut(body, literal, len(self.text) - kept, self._detail(stats))
 
-    def _detail(self, stats: _Stats) -> str:
+    @cached_property
+    def _what(self) -> str:
+        """What the document is, the detail's first part (the same for every level tried)."""
         value = self.value
         if isinstance(value, list):
-            head = f"array of {plural(len(value), 'item')} like {shape(value[0]) if value else 'nothing'}"
-        elif isinstance(value, dict):
-            head = f"object with {plural(len(value), 'key')}"
-        elif isinstance(value, str):
-            head = f"a string of {plural(len(value), 'char')}"
-        else:
-            head = f"a {_type(value)}"
+            return f"array of {plural(len(value), 'item')} like {shape(value[0]) if value else 'nothing'}"
+        if isinstance(value, dict):
+            return f"object with {plural(len(value), 'key')}"
+        if isinstance(value, str):
+            return f"a string of {plural(len(value), 'char')}"
+        return f"a {_type(value)}"
+
+    def _detail(self, stats: _Stats) -> str:
+        head = self._what
         parts: list[str] = []
         if stats.items:
             parts.append(f"left out {plural(stats.items, 'array item')}")

@@ -22,12 +22,14 @@ scan that stops at the first hit.
 
 from __future__ import annotations
 
+import functools
 import re
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 from ._base import Span, merge_spans, plural
+from ._linepattern import LinePattern
 from ._lines import head_end, tail_start
 from ._plan import Cut
 
@@ -47,7 +49,7 @@ _WORD = re.compile(
 _PY_TRACE = "Traceback (most recent call last):"
 _FRAMES = re.compile(r"(?:[ \t]+at [^\n]*(?:\n|\Z))+")
 _GOROUTINE = re.compile(r"^goroutine \d+ \[[^\]\n]*\]:[ \t]*\r?$", re.MULTILINE)
-_SUMMARY = re.compile(
+_SUMMARY = LinePattern(
     r"^(?:=+ [^\n]{0,200}?\b(?:passed|failed|errors?|skipped|deselected|xfailed|xpassed|no tests ran)\b"
     r"[^\n]{0,200}? =+"
     r"|=+ short test summary info =+"
@@ -58,8 +60,7 @@ _SUMMARY = re.compile(
     r"|test result: .*"
     r"|error: could not compile .*|error: aborting due to .*"
     r"|Found \d+ errors? in .*|\d+ errors? generated\.?|BUILD (?:SUCCESS|FAILURE|FAILED).*"
-    r")[ \t]*\r?$",
-    re.MULTILINE,
+    r")[ \t]*\r?$"
 )
 _CHUNK = 262144
 _CONTEXT_BEFORE = 2
@@ -67,12 +68,23 @@ _CONTEXT_AFTER = 2
 _SUMMARY_WINDOW = 16384
 _SUMMARY_GAP = 30  # most lines between two lines of one summary
 _MAX_TRACE_LINES = 400
+_TRACE_WINDOW = 8192  # characters below a traceback's header searched at once for its end
 _DUMP_REACH = 4096  # how far below a Go panic its goroutine dump may start
 _SEP_COST = 24
 _HEAD_SHARE = 0.12
 _TAIL_SHARE = 0.25
 _TAIL_MIN_SHARE = 0.08
 _SUMMARY_SHARE = 0.6
+
+
+@functools.cache
+def _closer(indent: int) -> re.Pattern[str]:
+    """The newline before a line with text and at most ``indent`` blanks before it.
+
+    Text: a character ``str.strip`` keeps (``\\S`` is its complement); blanks: what
+    ``str.lstrip(" \\t")`` takes.
+    """
+    return re.compile(rf"\n[ \t]{{0,{indent}}}+(?![ \t])(?=[^\n]*\S)")
 
 
 def _line_start(text: str, pos: int) -> int:
@@ -92,11 +104,21 @@ def important_lines(text: str, lo: int, hi: int, chunk: str | None = None) -> li
     critical or traceback (any case, also as a CamelCase suffix like
     ``AssertionError``), or a pytest ``E   `` detail line.
     """
-    chunk = text[lo:hi] if chunk is None else chunk
+    return _important(text, lo, hi, text[lo:hi] if chunk is None else chunk)[0]
+
+
+def _important(text: str, lo: int, hi: int, chunk: str) -> tuple[list[int], bool]:
+    """:func:`important_lines`, and whether the words were looked for in the lower case.
+
+    (Not when lowering changes the chunk's length: a line's hits then depend on the
+    chunk, since the original is searched as it is.)
+    """
     low = chunk.lower()
-    if len(low) != len(chunk):  # a character whose lower case is longer: search the original
+    lowered = len(low) == len(chunk)
+    if not lowered:  # a character whose lower case is longer: search the original
         low = chunk
     found: set[int] = set()
+    # The line helpers are inlined in this loop, which runs once per word found.
     for word in _KEYWORDS:
         i = low.find(word)
         while i != -1:
@@ -104,9 +126,11 @@ def important_lines(text: str, lo: int, hi: int, chunk: str | None = None) -> li
             before = text[at - 1] if at > 0 else "\n"
             word_start = not before.isalpha() or (before.islower() and text[at].isupper())
             if word_start and _WORD.match(text, at):
-                start = _line_start(text, at)
-                found.add(start)
-                i = low.find(word, _line_end(text, at) - lo)
+                found.add(text.rfind("\n", 0, at) + 1)
+                end = text.find("\n", at)
+                if end == -1:
+                    break  # the last line: nothing of this word after it
+                i = low.find(word, end + 1 - lo)
             else:
                 i = low.find(word, i + 1)
     i = chunk.find(_PY_TRACE)
@@ -119,12 +143,33 @@ def important_lines(text: str, lo: int, hi: int, chunk: str | None = None) -> li
         i = chunk.find("\nE  ", i + 1)
     if chunk.startswith("E  "):
         found.add(lo)
-    return sorted(found)
+    return sorted(found), lowered
+
+
+def _word_at(text: str, at: int) -> bool:
+    """Whether an important word starts at ``at``, as :func:`important_lines` takes one."""
+    before = text[at - 1] if at > 0 else "\n"
+    word_start = not before.isalpha() or (before.islower() and text[at].isupper())
+    return word_start and _WORD.match(text, at) is not None
 
 
 def looks_like_log(text: str) -> bool:
-    """Whether a sample has any important line (plain text then previews as a log)."""
-    return bool(important_lines(text, 0, len(text)))
+    """Whether a sample has any important line (plain text then previews as a log).
+
+    That is whether :func:`important_lines` finds one, stopping at the first.
+    """
+    if text.startswith("E  ") or "\nE  " in text or _PY_TRACE in text:
+        return True
+    low = text.lower()
+    if len(low) != len(text):
+        low = text
+    for word in _KEYWORDS:
+        i = low.find(word)
+        while i != -1:
+            if _word_at(text, i):
+                return True
+            i = low.find(word, i + 1)
+    return False
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,6 +186,9 @@ class LogStrategy:
         self.overhead = 2 * len(nl)
         self.hits: list[int] = []
         self.traces: list[Span] = []
+        # Whether the hits are every important line, each found as a scan of its line alone
+        # would find it (see _important_in).
+        self.every_hit = False
         self._collect()
         self.summary = self._summary()
         self.units = self._units()
@@ -158,20 +206,21 @@ class LogStrategy:
             yield lo, hi
             hi = lo
 
-    def _scan(self, lo: int, hi: int) -> tuple[list[int], list[Span]]:
+    def _scan(self, lo: int, hi: int) -> tuple[list[int], list[Span], bool]:
+        """Important lines and traces of ``text[lo:hi]``, and whether its words were lowered."""
         text = self.text
         chunk = text[lo:hi]
-        hits = important_lines(text, lo, hi, chunk)
+        hits, lowered = _important(text, lo, hi, chunk)
         traces: list[Span] = []
         if not hits:
-            return hits, traces  # every kind of trace has an important line
+            return hits, traces, lowered  # every kind of trace has an important line
         start = chunk.find(_PY_TRACE)
         while start != -1:
             traces.extend(self._py_trace(lo + start))
             start = chunk.find(_PY_TRACE, start + 1)
         # Java/JS frames follow the exception's line; a Go dump follows a panic or fatal error.
         for hit in hits:
-            below = _line_end(text, hit)
+            below = text.find("\n", hit) + 1 or len(text)  # the line's end (inlined: once per hit)
             frames = _FRAMES.match(text, below) if below < hi else None
             if frames:
                 traces.append((hit, frames.end()))
@@ -180,7 +229,7 @@ class LogStrategy:
                 if dump:
                     blank = text.find("\n\n", dump.end())
                     traces.append((hit, len(text) if blank == -1 else blank + 1))
-        return hits, traces
+        return hits, traces, lowered
 
     def _py_trace(self, at: int) -> list[Span]:
         """A Python traceback from its header line through the exception line."""
@@ -190,6 +239,15 @@ class LogStrategy:
             return []  # quoted inside some other line
         indent = at - start
         pos = _line_end(text, at)
+        # The exception line is the first one below with text and no deeper indent than the
+        # header's. Looked for newline by newline within a window; only when it is not there,
+        # or more lines down than a traceback may have, are the lines read one by one.
+        closer = _closer(indent).search(text, pos - 1, min(len(text), pos + _TRACE_WINDOW))
+        if closer is not None:
+            end = text.find("\n", closer.start() + 1) + 1 or len(text)
+            lines = text.count("\n", pos, end) + (end == len(text) and not text.endswith("\n"))
+            if lines <= _MAX_TRACE_LINES:
+                return [(start, end)]
         for _ in range(_MAX_TRACE_LINES):
             if pos >= len(text):
                 break
@@ -205,18 +263,21 @@ class LogStrategy:
         chunks: list[tuple[list[int], list[Span]]] = []
         count = 0
         reached = len(self.text)
+        every_lowered = True
         for lo, hi in self._chunks_backward():
-            hits, traces = self._scan(lo, hi)
+            hits, traces, lowered = self._scan(lo, hi)
             chunks.append((hits, traces))
             count += len(hits)
+            every_lowered &= lowered
             reached = lo
             if count >= MAX_HITS:
                 break
+        self.every_hit = reached == 0 and every_lowered
         if reached > 0:  # the first error, if it lies before what was scanned
             pos = 0
             while pos < reached:
                 hi = min(reached, _line_end(self.text, min(len(self.text) - 1, pos + _CHUNK)))
-                hits, traces = self._scan(pos, hi)
+                hits, traces, _ = self._scan(pos, hi)
                 if hits or traces:
                     chunks.append((hits[:1], traces[:1]))
                     break
@@ -227,30 +288,45 @@ class LogStrategy:
     def _summary(self) -> Span | None:
         """Characters of the runner's summary: the last summary lines, close together."""
         text = self.text
-        found = list(_SUMMARY.finditer(text, max(0, len(text) - _SUMMARY_WINDOW)))
+        found = _SUMMARY.starts(text, max(0, len(text) - _SUMMARY_WINDOW))
         if not found:
             return None
-        first = found[-1].start()
-        for match in reversed(found):
-            if text.count("\n", match.start(), first) > _SUMMARY_GAP:
+        first = found[-1]
+        for start in reversed(found):
+            if text.count("\n", start, first) > _SUMMARY_GAP:
                 break
-            first = match.start()
-        return first, _line_end(text, found[-1].start())
+            first = start
+        return first, _line_end(text, found[-1])
 
     def _units(self) -> list[_Unit]:
-        """Error lines with their context, and traces, merged where they touch."""
+        """Error lines with their context, and traces, merged where they touch.
+
+        Error lines often come in runs. A hit on a line of the context after the hit before
+        it has the rest of that context for its own, a line or two longer, and lies inside
+        that unit: so its unit is found from there, the lines before it not looked for (the
+        units merge all the same).
+        """
         text = self.text
+        length = len(text)
         raw: list[Span] = list(self.traces)
+        ends: list[int] = []  # where the last hit's line, and each line after it in its context, end
+        # The line helpers are inlined: this runs for every hit.
         for hit in self.hits:
-            start = hit
-            for _ in range(_CONTEXT_BEFORE):
-                if start == 0:
-                    break
-                start = _line_start(text, start - 1)
-            end = _line_end(text, hit)
-            for _ in range(_CONTEXT_AFTER):
-                if end < len(text):
-                    end = _line_end(text, end)
+            if hit in ends[:-1]:
+                ends = ends[ends.index(hit) + 1 :]
+                start = hit
+            else:
+                ends = []
+                start = hit
+                for _ in range(_CONTEXT_BEFORE):
+                    if start == 0:
+                        break
+                    start = text.rfind("\n", 0, start - 1) + 1
+            end = ends[-1] if ends else hit
+            while len(ends) < 1 + _CONTEXT_AFTER:  # the hit's own line, then the lines after it
+                if end < length:
+                    end = text.find("\n", end) + 1 or length
+                ends.append(end)
             raw.append((start, end))
         return [_Unit(s, e) for s, e in merge_spans(raw)]
 
@@ -310,8 +386,22 @@ class LogStrategy:
         units = self.units
         return [units[0], *units[:0:-1]] if units else []
 
+    def _important_in(self, start: int, end: int) -> int:
+        """``len(important_lines(text, start, end))``, from the hits where they hold the answer.
+
+        They do when the analysis scanned every line with the words lowered (so a scan of a
+        part of the text lowers them too: a character's lower case is as long wherever it
+        stands) and the span is whole lines: whether a line is important then depends on
+        that line alone.
+        """
+        text = self.text
+        whole = (start == 0 or text[start - 1] == "\n") and (end == len(text) or text[end - 1] == "\n")
+        if self.every_hit and whole:
+            return bisect_left(self.hits, end) - bisect_left(self.hits, start)
+        return len(important_lines(text, start, end))
+
     def _detail(self, spans: tuple[Span, ...]) -> str:
-        errors = sum(len(important_lines(self.text, s, e)) for s, e in spans)
+        errors = sum(self._important_in(s, e) for s, e in spans)
         traces = sum(any(a <= s and e <= b for a, b in spans) for s, e in self.traces)
         summary = self.summary is not None and any(
             a <= self.summary[0] and self.summary[1] <= b for a, b in spans
