@@ -459,7 +459,26 @@ class EntryCache:
         hit = self.entries.get(text)
         if hit is not None:
             return hit
-        message = parse_one(raw, location)
+        return self._add(text, parse_one(raw, location))
+
+    def parse_all(
+        self, entries: list[Any], key: str, parse_one: Callable[[Any, str], Message]
+    ) -> tuple[Message, ...]:
+        """:meth:`parse` of each of ``entries`` (the history at ``key``), in one loop."""
+        known = self.entries
+        out = []
+        for i, raw in enumerate(entries):
+            try:
+                text = orjson.dumps(raw)
+            except TypeError:
+                out.append(parse_one(raw, f"{key}.{i}"))
+                continue
+            hit = known.get(text)
+            out.append(self._add(text, parse_one(raw, f"{key}.{i}")) if hit is None else hit)
+        return tuple(out)
+
+    def _add(self, text: bytes, message: Message) -> Message:
+        """Remember ``message``, parsed from ``text``; returns it."""
         if len(self.entries) >= self.limit:
             # Drop the older half; an agent's history only grows at the end. Threads sharing
             # the cache (a pool's sessions) may drop the same entry at once: each pop tolerates it.
@@ -487,7 +506,9 @@ def parse_history(
     if key not in wire:
         raise ShapeError(f"{what} needs a `{key}` array")
     entries = expect_list(wire[key], key)
-    return tuple(parse_entry(cache, entry, f"{key}.{i}", parse_one) for i, entry in enumerate(entries))
+    if cache is not None:
+        return cache.parse_all(entries, key, parse_one)
+    return tuple([parse_one(entry, f"{key}.{i}") for i, entry in enumerate(entries)])
 
 
 def cached(cache: EntryCache | None, tag: bytes, raw: Any, build: Callable[[], T]) -> T:
