@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
+from types import MappingProxyType
 from typing import Any, TypeVar
 
 import orjson
@@ -59,7 +60,7 @@ def rest(wire: Mapping[str, Any], modelled: frozenset[str]) -> Mapping[str, Any]
     if wire.keys() <= modelled:  # the usual case, checked in C
         return EMPTY
     extra = {k: v for k, v in wire.items() if k not in modelled}
-    return frozen_mapping(extra) if extra else EMPTY
+    return MappingProxyType(extra) if extra else EMPTY  # a new dict: no copy to make
 
 
 def reused(obj: Any, api: str) -> Any:
@@ -304,11 +305,13 @@ def rest_with(
     Those are kept under ``key`` itself: ``key`` is a modelled field, so it can
     never clash with a top-level extra, and :func:`unnest` finds them there.
     """
+    if wire.keys() <= modelled and inner.keys() <= inner_modelled:  # the usual case, checked in C
+        return EMPTY
     extra = {k: v for k, v in wire.items() if k not in modelled}
     inner_extra = {k: v for k, v in inner.items() if k not in inner_modelled}
     if inner_extra:
         extra[key] = inner_extra
-    return frozen_mapping(extra) if extra else EMPTY
+    return MappingProxyType(extra) if extra else EMPTY
 
 
 def unnest(extra: Mapping[str, Any], key: str, inner: dict[str, Any]) -> dict[str, Any]:
