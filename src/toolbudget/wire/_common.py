@@ -508,7 +508,13 @@ def parse_history(
     """
     if key not in wire:
         raise ShapeError(f"{what} needs a `{key}` array")
-    entries = expect_list(wire[key], key)
+    return parse_entries(cache, expect_list(wire[key], key), key, parse_one)
+
+
+def parse_entries(
+    cache: EntryCache | None, entries: list[Any], key: str, parse_one: Callable[[Any, str], Message]
+) -> tuple[Message, ...]:
+    """History ``entries`` (the list at ``key``), each parsed once (see :class:`EntryCache`)."""
     if cache is not None:
         return cache.parse_all(entries, key, parse_one)
     return tuple([parse_one(entry, f"{key}.{i}") for i, entry in enumerate(entries)])
@@ -540,12 +546,3 @@ def parse_tools(
         raw,
         lambda: tuple(parse_one(t, f"tools.{i}") for i, t in enumerate(expect_list(raw, "tools"))),
     )
-
-
-def parse_entry(
-    cache: EntryCache | None, raw: Any, location: str, parse_one: Callable[[Any, str], Message]
-) -> Message:
-    """Parse one history entry, through ``cache`` when there is one."""
-    if cache is None:
-        return parse_one(raw, location)
-    return cache.parse(raw, location, parse_one)
