@@ -243,7 +243,10 @@ def _parse_result(
         where = where or _at(loc, within, j)
         if not isinstance(content, list):
             expect_list(content, f"{where}.content")
-        parts = tuple([_parse_block(b, where, ".content.", k) for k, b in enumerate(content)])
+        blocks = []
+        for k, block in enumerate(content):
+            blocks.append(_parse_block(block, where, ".content.", k))
+        parts = tuple(blocks)
         form = ("content:list",)
     is_error = wire.get("is_error")
     if "is_error" in wire:

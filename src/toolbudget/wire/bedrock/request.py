@@ -185,8 +185,10 @@ def _parse_message(raw: Any, loc: str) -> Message:
     blocks = wire.get("content")
     if not isinstance(blocks, list):
         expect_list(blocks, f"{loc}.content")
-    parts = tuple([_parse_block(b, BLOCK_KEYS, loc, ".content.", j) for j, b in enumerate(blocks)])
-    return new_message(role, parts, rest(wire, _K_MESSAGE), (), (API, wire))
+    parts = []
+    for j, block in enumerate(blocks):
+        parts.append(_parse_block(block, BLOCK_KEYS, loc, ".content.", j))
+    return new_message(role, tuple(parts), rest(wire, _K_MESSAGE), (), (API, wire))
 
 
 def _at(loc: str, within: str, j: int | None) -> str:
@@ -262,7 +264,9 @@ def _parse_result(wire: dict[str, Any], inner: dict[str, Any], loc: str) -> Tool
     items: Any = inner.get("content")
     if not isinstance(items, list):
         expect_list(items, f"{loc}.toolResult.content")
-    content = tuple([_parse_result_item(c, loc, k) for k, c in enumerate(items)])
+    content = []
+    for k, item in enumerate(items):
+        content.append(_parse_result_item(item, loc, k))
     status = inner.get("status")
     is_error = _ERROR_STATUS.get(status) if isinstance(status, str) else None
     modelled = _K_TOOL_RESULT if is_error is not None else _K_TOOL_RESULT_NO_STATUS
@@ -271,7 +275,7 @@ def _parse_result(wire: dict[str, Any], inner: dict[str, Any], loc: str) -> Tool
         expect_str(call_id, f"{loc}.toolResult.toolUseId")
     extra = rest_with(wire, _ONLY_TOOL_RESULT, "toolResult", inner, modelled)
     form = ("status",) if is_error is not None else ()
-    return new_tool_result(call_id, content, bool(is_error), None, extra, form, (API, wire))
+    return new_tool_result(call_id, tuple(content), bool(is_error), None, extra, form, (API, wire))
 
 
 def _parse_result_item(raw: Any, loc: str, k: int) -> Part:

@@ -75,6 +75,8 @@ _ROLES: dict[str, Role] = {"user": "user", "model": "assistant", "function": "to
 # A `system` content is read (not refused) so that validation can report it the way the API
 # does and repair can move it into `systemInstruction`; it is not a role the API takes.
 _READ_ROLES: dict[str, Role] = {**_ROLES, "system": "system"}
+_TOOL_ROLE_FORMS = {"function": ("role:function",), "tool": ("role:tool",)}
+"""The hint of each wire role read as ``tool``."""
 
 # A part's data field, in either spelling -> (camelCase name, spelt in snake_case?).
 _DATA_FIELDS = (
@@ -174,7 +176,7 @@ def _parse_content(raw: Any, loc: str) -> Message:
         if role is None:
             role = read_role(wire_role, _READ_ROLES, f"{loc}.role", _ROLES)
         if role == "tool":
-            form = (f"role:{wire_role}",)
+            form = _TOOL_ROLE_FORMS[wire_role]
     else:
         role = "user"  # the API reads a missing role as the user's
         form = ("role:absent",)
@@ -182,7 +184,10 @@ def _parse_content(raw: Any, loc: str) -> Message:
         items = wire["parts"]
         if not isinstance(items, list):
             expect_list(items, f"{loc}.parts")
-        parts = tuple([_parse_part(p, loc, j) for j, p in enumerate(items)])
+        found = []
+        for j, item in enumerate(items):
+            found.append(_parse_part(item, loc, j))
+        parts = tuple(found)
     else:
         parts = ()
         form += ("parts:absent",)
@@ -208,7 +213,8 @@ def _parse_part(raw: Any, loc: str, j: int) -> Part:
             expect_str(value, f"{loc}.parts.{j}.text")
         if wire.get("thought") is True:
             return new_thinking(value, None, False, None, rest(wire, _K_THOUGHT), (), (API, wire))
-        return new_text(value, rest(wire, _K_TEXT), (), (API, wire))
+        extra = EMPTY if len(wire) == 1 else rest(wire, _K_TEXT)  # `text` is there
+        return new_text(value, extra, (), (API, wire))
     form: tuple[str, ...] = ("snake",) if snake else ()
     if field == "functionCall":
         if not isinstance(value, dict):

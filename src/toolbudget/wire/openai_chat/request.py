@@ -134,7 +134,10 @@ def _parse_message(raw: Any, loc: str) -> Message:
         if calls is not None:  # some clients send `null`, which stays in extra as given
             if not isinstance(calls, list):
                 expect_list(calls, f"{loc}.tool_calls")
-            parts += tuple([_parse_call(c, loc, j) for j, c in enumerate(calls)])
+            found = []
+            for j, call in enumerate(calls):
+                found.append(_parse_call(call, loc, j))
+            parts += tuple(found)
             modelled = _K_MESSAGE_CALLS
             form += ("tool_calls",)
         legacy = wire.get("function_call")
@@ -155,7 +158,10 @@ def _parse_content(wire: dict[str, Any], loc: str) -> tuple[tuple[Part, ...], st
         return (new_text(content, EMPTY, (), None),), "content:str"
     if not isinstance(content, list):
         expect_list(content, f"{loc}.content")
-    return tuple([_parse_part(p, loc, j) for j, p in enumerate(content)]), "content:list"
+    parts = []
+    for j, item in enumerate(content):
+        parts.append(_parse_part(item, loc, j))
+    return tuple(parts), "content:list"
 
 
 def _parse_part(raw: Any, loc: str, j: int) -> Part:

@@ -234,7 +234,10 @@ def _parse_message(wire: dict[str, Any], loc: str) -> Message:
     else:
         if not isinstance(content, list):
             expect_list(content, f"{loc}.content")
-        parts = tuple([_parse_part(p, loc, ".content.", j) for j, p in enumerate(content)])
+        found = []
+        for j, item in enumerate(content):
+            found.append(_parse_part(item, loc, ".content.", j))
+        parts = tuple(found)
     return new_message(role, parts, rest(wire, _K_MESSAGE), form, (API, wire))
 
 
@@ -313,7 +316,10 @@ def _parse_output(kind: str, wire: dict[str, Any], loc: str) -> ToolResult:
     else:
         if not isinstance(output, list):
             expect_list(output, f"{loc}.output")
-        parts = tuple([_parse_part(p, loc, ".output.", j) for j, p in enumerate(output)])
+        found = []
+        for j, item in enumerate(output):
+            found.append(_parse_part(item, loc, ".output.", j))
+        parts = tuple(found)
         form += ("output:list",)
     name = wire.get("name")
     if isinstance(name, str):
