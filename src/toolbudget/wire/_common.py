@@ -476,30 +476,44 @@ class EntryCache:
     ) -> tuple[Message, ...]:
         """:meth:`parse` of each of ``entries`` (the history at ``key``), in one loop."""
         known = self.entries
+        measure = self.measure
         out = []
-        for i, raw in enumerate(entries):
+        for raw, location in zip(entries, locations(key, len(entries)), strict=False):
             try:
                 text = orjson.dumps(raw)
             except TypeError:
-                out.append(parse_one(raw, f"{key}.{i}"))
+                out.append(parse_one(raw, location))
                 continue
-            hit = known.get(text)
-            out.append(self._add(text, parse_one(raw, f"{key}.{i}")) if hit is None else hit)
+            message = known.get(text)
+            if message is None:
+                message = parse_one(raw, location)
+                if len(known) >= self.limit:
+                    self._evict()
+                known[text] = message
+                if measure is not None:
+                    self.sizes[id(message)] = measure(message)
+            out.append(message)
         return tuple(out)
 
     def _add(self, text: bytes, message: Message) -> Message:
         """Remember ``message``, parsed from ``text``; returns it."""
         if len(self.entries) >= self.limit:
-            # Drop the older half; an agent's history only grows at the end. Threads sharing
-            # the cache (a pool's sessions) may drop the same entry at once: each pop tolerates it.
-            for old in list(self.entries)[: self.limit // 2]:
-                dropped = self.entries.pop(old, None)
-                if dropped is not None:
-                    self.sizes.pop(id(dropped), None)
+            self._evict()
         self.entries[text] = message
         if self.measure is not None:
             self.sizes[id(message)] = self.measure(message)
         return message
+
+    def _evict(self) -> None:
+        """Drop the older half; an agent's history only grows at the end.
+
+        Threads sharing the cache (a pool's sessions) may drop the same entry
+        at once: each pop tolerates it.
+        """
+        for old in list(self.entries)[: self.limit // 2]:
+            dropped = self.entries.pop(old, None)
+            if dropped is not None:
+                self.sizes.pop(id(dropped), None)
 
 
 def parse_history(
@@ -524,7 +538,26 @@ def parse_entries(
     """History ``entries`` (the list at ``key``), each parsed once (see :class:`EntryCache`)."""
     if cache is not None:
         return cache.parse_all(entries, key, parse_one)
-    return tuple([parse_one(entry, f"{key}.{i}") for i, entry in enumerate(entries)])
+    names = locations(key, len(entries))  # at least as many as the entries
+    return tuple([parse_one(entry, name) for entry, name in zip(entries, names, strict=False)])
+
+
+_LOCATIONS: dict[str, list[str]] = {}
+
+
+def locations(key: str, count: int) -> list[str]:
+    """At least ``count`` entry locations of the list at ``key``: ``key.0``, ``key.1``...
+
+    Each entry's parser is handed its location, for the errors it may
+    raise; writing one for every entry of every request was a noticeable part
+    of a long history's parse, so they are written once. A longer list
+    replaces a shorter one whole, so a thread never sees a list being grown.
+    """
+    known = _LOCATIONS.get(key)
+    if known is None or len(known) < count:
+        size = max(count, 2 * len(known or ()), 64)
+        known = _LOCATIONS[key] = [f"{key}.{i}" for i in range(size)]
+    return known
 
 
 def cached(cache: EntryCache | None, tag: bytes, raw: Any, build: Callable[[], T]) -> T:
