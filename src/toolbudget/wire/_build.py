@@ -23,16 +23,31 @@ from collections.abc import Mapping
 from dataclasses import fields
 from typing import Any
 
-from ..model import Data, Media, Message, Opaque, Part, Role, Text, Thinking, ToolCall, ToolResult
+from ..model import (
+    Data,
+    Media,
+    Message,
+    Opaque,
+    Part,
+    Request,
+    Role,
+    Text,
+    Thinking,
+    ToolCall,
+    ToolDef,
+    ToolResult,
+)
 
 __all__ = [
     "new_data",
     "new_media",
     "new_message",
     "new_opaque",
+    "new_request",
     "new_text",
     "new_thinking",
     "new_tool_call",
+    "new_tool_def",
     "new_tool_result",
 ]
 
@@ -62,6 +77,8 @@ _ToolResultDraft: Any = _draft(
 )
 _OpaqueDraft: Any = _draft(Opaque, "type", "value", "extra", "form", "origin")
 _MessageDraft: Any = _draft(Message, "role", "parts", "extra", "form", "origin")
+_ToolDefDraft: Any = _draft(ToolDef, "name", "description", "parameters", "kind", "extra", "form", "origin")
+_RequestDraft: Any = _draft(Request, "api", "messages", "system", "tools", "extra", "form", "origin")
 
 
 def new_text(value: str, extra: Mapping[str, Any], form: tuple[str, ...], origin: Any) -> Text:
@@ -192,3 +209,45 @@ def new_message(
     entry.origin = origin
     entry.__class__ = Message
     return entry  # type: ignore[no-any-return]
+
+
+def new_tool_def(
+    name: str,
+    description: str | None,
+    parameters: Any,
+    kind: str,
+    extra: Mapping[str, Any],
+    form: tuple[str, ...],
+    origin: Any,
+) -> ToolDef:
+    tool = _ToolDefDraft()
+    tool.name = name
+    tool.description = description
+    tool.parameters = parameters
+    tool.kind = kind
+    tool.extra = extra
+    tool.form = form
+    tool.origin = origin
+    tool.__class__ = ToolDef
+    return tool  # type: ignore[no-any-return]
+
+
+def new_request(
+    api: str | None,
+    messages: tuple[Message, ...],
+    system: tuple[Part, ...],
+    tools: tuple[ToolDef, ...],
+    extra: Mapping[str, Any],
+    form: tuple[str, ...],
+    origin: Any,
+) -> Request:
+    request = _RequestDraft()
+    request.api = api
+    request.messages = messages
+    request.system = system
+    request.tools = tools
+    request.extra = extra
+    request.form = form
+    request.origin = origin
+    request.__class__ = Request
+    return request  # type: ignore[no-any-return]

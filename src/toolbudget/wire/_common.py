@@ -580,9 +580,11 @@ def parse_tools(
     cache: EntryCache | None, raw: Any, parse_one: Callable[[Any, str], ToolDef]
 ) -> tuple[ToolDef, ...]:
     """A body's ``tools`` list, each entry read by ``parse_one``; a resent list is read once."""
-    return cached(
-        cache,
-        b"tools",
-        raw,
-        lambda: tuple(parse_one(t, f"tools.{i}") for i, t in enumerate(expect_list(raw, "tools"))),
-    )
+
+    def build() -> tuple[ToolDef, ...]:
+        tools = []
+        for i, tool in enumerate(expect_list(raw, "tools")):
+            tools.append(parse_one(tool, f"tools.{i}"))
+        return tuple(tools)
+
+    return build() if cache is None else cached(cache, b"tools", raw, build)

@@ -25,9 +25,8 @@ from ...model import (
     ToolCall,
     ToolDef,
     ToolResult,
-    set_origin,
 )
-from .._build import new_message, new_text, new_tool_call, new_tool_result
+from .._build import new_message, new_request, new_text, new_tool_call, new_tool_def, new_tool_result
 from .._common import (
     EntryCache,
     cached,
@@ -107,7 +106,7 @@ _CONTENT_STR = ("content:str",)
 
 def parse(body: Any, cache: EntryCache | None = None) -> Request:
     """Read a Messages API request body into a :class:`Request`."""
-    wire = to_body(body)
+    wire = body if type(body) is dict else to_body(body)  # wire.parse has read it already
     messages = parse_history(cache, wire, "messages", _parse_message, "an Anthropic Messages body")
     system: tuple[Part, ...] = ()
     form: tuple[str, ...] = ()
@@ -133,8 +132,7 @@ def parse(body: Any, cache: EntryCache | None = None) -> Request:
     if "tools" in wire:
         tools = parse_tools(cache, wire["tools"], _parse_tool)
         form += ("tools",)
-    request = Request(API, messages, system, tools, rest(wire, _K_BODY), form)
-    return set_origin(request, API, wire)
+    return new_request(API, messages, system, tools, rest(wire, _K_BODY), form, (API, wire))
 
 
 def _parse_message(raw: Any, loc: str) -> Message:
@@ -269,7 +267,7 @@ def _parse_tool(raw: Any, loc: str) -> ToolDef:
     if not isinstance(kind, str):
         raise ShapeError("a tool's `type` must be a string", location=f"{loc}.type")
     name = wire.get("name", "")
-    tool = ToolDef(
+    return new_tool_def(
         expect_str(name, f"{loc}.name"),
         wire.get("description"),
         wire.get("input_schema"),
@@ -278,8 +276,8 @@ def _parse_tool(raw: Any, loc: str) -> ToolDef:
         form
         + (("description",) if "description" in wire else ())
         + (("schema",) if "input_schema" in wire else ()),
+        (API, wire),
     )
-    return set_origin(tool, API, wire)
 
 
 # --- render --------------------------------------------------------------------------

@@ -35,7 +35,15 @@ from ...model import (
     set_origin,
     text_of,
 )
-from .._build import new_data, new_message, new_text, new_tool_call, new_tool_result
+from .._build import (
+    new_data,
+    new_message,
+    new_request,
+    new_text,
+    new_tool_call,
+    new_tool_def,
+    new_tool_result,
+)
 from .._common import (
     EntryCache,
     arguments_text,
@@ -146,7 +154,7 @@ _URL_FIELDS = ("model", "stream")
 
 def parse(body: Any, cache: EntryCache | None = None) -> Request:
     """Read a Converse request body into a :class:`Request`."""
-    wire = to_body(body)
+    wire = body if type(body) is dict else to_body(body)  # wire.parse has read it already
     messages = parse_history(cache, wire, "messages", _parse_message, "a Bedrock Converse body")
     form: list[str] = []
     system: tuple[Part, ...] = ()
@@ -169,8 +177,7 @@ def parse(body: Any, cache: EntryCache | None = None) -> Request:
         extra = rest_with(wire, _K_BODY, "toolConfig", config, _K_TOOLS)
     else:
         extra = rest(wire, _K_BODY - {"toolConfig"})
-    request = Request(API, messages, system, tools, extra, tuple(form))
-    return set_origin(request, API, wire)
+    return new_request(API, messages, system, tools, extra, tuple(form), (API, wire))
 
 
 def _parse_message(raw: Any, loc: str) -> Message:
@@ -318,10 +325,8 @@ def _parse_tool(raw: Any, loc: str) -> ToolDef:
         kind = next(iter(wire), "tool")
         inner = wire.get(kind)
         name = inner.get("name") if isinstance(inner, dict) else None
-        tool = ToolDef(
-            name if isinstance(name, str) else kind, kind=kind, extra=frozen_mapping(wire), form=("entry",)
-        )
-        return set_origin(tool, API, wire)
+        name = name if isinstance(name, str) else kind
+        return new_tool_def(name, None, None, kind, frozen_mapping(wire), ("entry",), (API, wire))
     # Always a hint: a tool without one is a converted tool, which gets the required defaults.
     form = ["toolSpec"]
     modelled = {"name", "description"}
@@ -333,15 +338,15 @@ def _parse_tool(raw: Any, loc: str) -> ToolDef:
         parameters = schema["json"]
         modelled.add("inputSchema")
         form.append("schema")
-    tool = ToolDef(
+    return new_tool_def(
         expect_str(spec.get("name"), f"{loc}.toolSpec.name"),
         spec.get("description"),
         parameters,
         "function",
         rest_with(wire, frozenset({"toolSpec"}), "toolSpec", spec, frozenset(modelled)),
         tuple(form),
+        (API, wire),
     )
-    return set_origin(tool, API, wire)
 
 
 # --- render --------------------------------------------------------------------------

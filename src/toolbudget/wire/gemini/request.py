@@ -39,7 +39,16 @@ from ...model import (
     set_origin,
     text_of,
 )
-from .._build import new_data, new_message, new_text, new_thinking, new_tool_call, new_tool_result
+from .._build import (
+    new_data,
+    new_message,
+    new_request,
+    new_text,
+    new_thinking,
+    new_tool_call,
+    new_tool_def,
+    new_tool_result,
+)
 from .._common import (
     EntryCache,
     cached,
@@ -130,7 +139,7 @@ def _spell(camel: str, snake: bool) -> str:
 
 def parse(body: Any, cache: EntryCache | None = None) -> Request:
     """Read a ``generateContent`` request body into a :class:`Request`."""
-    wire = to_body(body)
+    wire = body if type(body) is dict else to_body(body)  # wire.parse has read it already
     messages = parse_history(cache, wire, "contents", _parse_content, "a Gemini generateContent body")
     modelled = {"contents"}
     form: list[str] = []
@@ -160,8 +169,7 @@ def parse(body: Any, cache: EntryCache | None = None) -> Request:
         extra = rest_with(wire, frozenset(modelled), nested[0], nested[1], _K_PARTS)
     else:
         extra = rest(wire, frozenset(modelled))
-    request = Request(API, messages, system, tools, extra, tuple(form))
-    return set_origin(request, API, wire)
+    return new_request(API, messages, system, tools, extra, tuple(form), (API, wire))
 
 
 def _parse_content(raw: Any, loc: str) -> Message:
@@ -351,8 +359,9 @@ def _parse_tools(entries: list[Any]) -> tuple[ToolDef, ...]:
                 tools.append(_parse_declaration(raw_decl, f"{loc}.{key}.{j}", i, snake))
         else:
             name = key or next(iter(entry), "tool")
-            tool = ToolDef(name, kind=name, extra=frozen_mapping(entry), form=("entry",))
-            tools.append(set_origin(tool, API, entry))
+            tools.append(
+                new_tool_def(name, None, None, name, frozen_mapping(entry), ("entry",), (API, entry))
+            )
     return tuple(tools)
 
 
@@ -371,10 +380,10 @@ def _parse_declaration(raw: Any, loc: str, group: int, snake: bool) -> ToolDef:
         modelled.add(schema_key)
         form.append(f"schema:{schema_key}")
     name = expect_str(wire.get("name"), f"{loc}.name")
-    tool = ToolDef(
-        name, wire.get("description"), parameters, "function", rest(wire, frozenset(modelled)), tuple(form)
+    extra = rest(wire, frozenset(modelled))
+    return new_tool_def(
+        name, wire.get("description"), parameters, "function", extra, tuple(form), (API, wire)
     )
-    return set_origin(tool, API, wire)
 
 
 # --- render --------------------------------------------------------------------------

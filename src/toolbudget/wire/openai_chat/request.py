@@ -34,7 +34,7 @@ from ...model import (
     set_origin,
     text_of,
 )
-from .._build import new_message, new_text, new_tool_call, new_tool_result
+from .._build import new_message, new_request, new_text, new_tool_call, new_tool_def, new_tool_result
 from .._common import (
     EntryCache,
     arguments_text,
@@ -104,15 +104,14 @@ _NO_KEYS: frozenset[str] = frozenset()
 
 def parse(body: Any, cache: EntryCache | None = None) -> Request:
     """Read a Chat Completions request body into a :class:`Request`."""
-    wire = to_body(body)
+    wire = body if type(body) is dict else to_body(body)  # wire.parse has read it already
     messages = parse_history(cache, wire, "messages", _parse_message, "a Chat Completions body")
     tools: tuple[ToolDef, ...] = ()
     form: tuple[str, ...] = ()
     if "tools" in wire:
         tools = parse_tools(cache, wire["tools"], _parse_tool)
         form = ("tools",)
-    request = Request(API, messages, (), tools, rest(wire, _K_BODY), form)
-    return set_origin(request, API, wire)
+    return new_request(API, messages, (), tools, rest(wire, _K_BODY), form, (API, wire))
 
 
 def _parse_message(raw: Any, loc: str) -> Message:
@@ -297,19 +296,18 @@ def _parse_tool(raw: Any, loc: str) -> ToolDef:
         if kind == "function" and "parameters" in inner:
             modelled.add("parameters")
             form += ("parameters",)
-        tool = ToolDef(
+        return new_tool_def(
             expect_str(inner.get("name"), f"{loc}.{kind}.name"),
             inner.get("description"),
             inner.get("parameters") if kind == "function" else None,
             "function",
             rest_with(wire, frozenset({"type", kind}), kind, inner, frozenset(modelled)),
             form,
+            (API, wire),
         )
-    else:
-        name = wire.get("name")
-        name = name if isinstance(name, str) else kind
-        tool = ToolDef(name, kind=kind, extra=rest(wire, _K_TYPE))
-    return set_origin(tool, API, wire)
+    name = wire.get("name")
+    name = name if isinstance(name, str) else kind
+    return new_tool_def(name, None, None, kind, rest(wire, _K_TYPE), (), (API, wire))
 
 
 # --- render --------------------------------------------------------------------------

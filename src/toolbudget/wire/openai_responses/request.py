@@ -37,7 +37,15 @@ from ...model import (
     set_origin,
     text_of,
 )
-from .._build import new_message, new_opaque, new_text, new_tool_call, new_tool_result
+from .._build import (
+    new_message,
+    new_opaque,
+    new_request,
+    new_text,
+    new_tool_call,
+    new_tool_def,
+    new_tool_result,
+)
 from .._common import (
     EntryCache,
     arguments_text,
@@ -147,7 +155,7 @@ _OTHER_HISTORIES = ("messages", "contents")
 
 def parse(body: Any, cache: EntryCache | None = None) -> Request:
     """Read a Responses API request body into a :class:`Request`."""
-    wire = to_body(body)
+    wire = body if type(body) is dict else to_body(body)  # wire.parse has read it already
     form: list[str] = []
     messages: tuple[Message, ...] = ()
     if "input" not in wire:
@@ -170,8 +178,7 @@ def parse(body: Any, cache: EntryCache | None = None) -> Request:
     if "tools" in wire:
         tools = parse_tools(cache, wire["tools"], _parse_tool)
         form.append("tools")
-    request = Request(API, messages, system, tools, rest(wire, _K_BODY), tuple(form))
-    return set_origin(request, API, wire)
+    return new_request(API, messages, system, tools, rest(wire, _K_BODY), tuple(form), (API, wire))
 
 
 def _expect_server_state(wire: dict[str, Any]) -> None:
@@ -372,19 +379,20 @@ def _parse_tool(raw: Any, loc: str) -> ToolDef:
                 form += ("parameters",)
             else:
                 form += ("parameters:absent",)
-        tool = ToolDef(
+        return new_tool_def(
             expect_str(wire.get("name"), f"{loc}.name"),
             wire.get("description"),
             wire.get("parameters") if kind == "function" else None,
             "function",
             rest(wire, frozenset(modelled)),
             form,
+            (API, wire),
         )
-    else:
-        # Built-in tools (web_search, file_search, mcp, namespace...) are carried whole.
-        name = wire.get("name")
-        tool = ToolDef(name if isinstance(name, str) else kind, kind=kind, extra=rest(wire, _K_TYPE))
-    return set_origin(tool, API, wire)
+    # Built-in tools (web_search, file_search, mcp, namespace...) are carried whole.
+    name = wire.get("name")
+    return new_tool_def(
+        name if isinstance(name, str) else kind, None, None, kind, rest(wire, _K_TYPE), (), (API, wire)
+    )
 
 
 # --- render --------------------------------------------------------------------------
