@@ -450,6 +450,16 @@ class EntryCache:
     (orjson writes it in C, far faster than parsing it again in Python) makes
     a hit exact: equal text, equal entry. A hit returns the message parsed the
     first time; its origin is the equal entry of that earlier request.
+
+    A body met cold (a new process, a new session) hits nothing, and still
+    pays for its keys: writing and hashing every entry's text is about half
+    of a round trip of the body, and ``measure`` another fifth. Neither is
+    put off. A key written later, when a request that could hit comes, would
+    be the text of the entry as it is then: a caller that changed its dicts
+    in between (an agent moving ``cache_control`` from one message to the
+    next) would get back the message parsed from the text before, for the
+    text after. And the sizes are what the budget of that very request reads
+    next, so measuring later would only move the cost.
     """
 
     def __init__(self, limit: int = 50_000, measure: Callable[[Message], int] | None = None) -> None:
