@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
+from types import MappingProxyType
 from typing import Any, TypeVar
 
 import orjson
@@ -58,8 +59,15 @@ def rest(wire: Mapping[str, Any], modelled: frozenset[str]) -> Mapping[str, Any]
     """The fields of ``wire`` we do not model, in their original order."""
     if wire.keys() <= modelled:  # the usual case, checked in C
         return EMPTY
-    extra = {k: v for k, v in wire.items() if k not in modelled}
-    return frozen_mapping(extra) if extra else EMPTY
+    return MappingProxyType(_without(wire, modelled))
+
+
+def _without(wire: Mapping[str, Any], modelled: frozenset[str]) -> dict[str, Any]:
+    """A copy of ``wire`` less the ``modelled`` fields, in order (a copy and a few pops, all in C)."""
+    extra = dict(wire)
+    for key in modelled:
+        extra.pop(key, None)
+    return extra
 
 
 def reused(obj: Any, api: str) -> Any:
@@ -304,11 +312,13 @@ def rest_with(
     Those are kept under ``key`` itself: ``key`` is a modelled field, so it can
     never clash with a top-level extra, and :func:`unnest` finds them there.
     """
-    extra = {k: v for k, v in wire.items() if k not in modelled}
-    inner_extra = {k: v for k, v in inner.items() if k not in inner_modelled}
+    if wire.keys() <= modelled and inner.keys() <= inner_modelled:  # the usual case, checked in C
+        return EMPTY
+    extra = _without(wire, modelled)
+    inner_extra = _without(inner, inner_modelled)
     if inner_extra:
         extra[key] = inner_extra
-    return frozen_mapping(extra) if extra else EMPTY
+    return MappingProxyType(extra) if extra else EMPTY
 
 
 def unnest(extra: Mapping[str, Any], key: str, inner: dict[str, Any]) -> dict[str, Any]:
@@ -440,6 +450,16 @@ class EntryCache:
     (orjson writes it in C, far faster than parsing it again in Python) makes
     a hit exact: equal text, equal entry. A hit returns the message parsed the
     first time; its origin is the equal entry of that earlier request.
+
+    A body met cold (a new process, a new session) hits nothing, and still
+    pays for its keys: writing and hashing every entry's text is about half
+    of a round trip of the body, and ``measure`` another fifth. Neither is
+    put off. A key written later, when a request that could hit comes, would
+    be the text of the entry as it is then: a caller that changed its dicts
+    in between (an agent moving ``cache_control`` from one message to the
+    next) would get back the message parsed from the text before, for the
+    text after. And the sizes are what the budget of that very request reads
+    next, so measuring later would only move the cost.
     """
 
     def __init__(self, limit: int = 50_000, measure: Callable[[Message], int] | None = None) -> None:
@@ -459,18 +479,51 @@ class EntryCache:
         hit = self.entries.get(text)
         if hit is not None:
             return hit
-        message = parse_one(raw, location)
+        return self._add(text, parse_one(raw, location))
+
+    def parse_all(
+        self, entries: list[Any], key: str, parse_one: Callable[[Any, str], Message]
+    ) -> tuple[Message, ...]:
+        """:meth:`parse` of each of ``entries`` (the history at ``key``), in one loop."""
+        known = self.entries
+        measure = self.measure
+        out = []
+        for raw, location in zip(entries, locations(key, len(entries)), strict=False):
+            try:
+                text = orjson.dumps(raw)
+            except TypeError:
+                out.append(parse_one(raw, location))
+                continue
+            message = known.get(text)
+            if message is None:
+                message = parse_one(raw, location)
+                if len(known) >= self.limit:
+                    self._evict()
+                known[text] = message
+                if measure is not None:
+                    self.sizes[id(message)] = measure(message)
+            out.append(message)
+        return tuple(out)
+
+    def _add(self, text: bytes, message: Message) -> Message:
+        """Remember ``message``, parsed from ``text``; returns it."""
         if len(self.entries) >= self.limit:
-            # Drop the older half; an agent's history only grows at the end. Threads sharing
-            # the cache (a pool's sessions) may drop the same entry at once: each pop tolerates it.
-            for old in list(self.entries)[: self.limit // 2]:
-                dropped = self.entries.pop(old, None)
-                if dropped is not None:
-                    self.sizes.pop(id(dropped), None)
+            self._evict()
         self.entries[text] = message
         if self.measure is not None:
             self.sizes[id(message)] = self.measure(message)
         return message
+
+    def _evict(self) -> None:
+        """Drop the older half; an agent's history only grows at the end.
+
+        Threads sharing the cache (a pool's sessions) may drop the same entry
+        at once: each pop tolerates it.
+        """
+        for old in list(self.entries)[: self.limit // 2]:
+            dropped = self.entries.pop(old, None)
+            if dropped is not None:
+                self.sizes.pop(id(dropped), None)
 
 
 def parse_history(
@@ -486,8 +539,35 @@ def parse_history(
     """
     if key not in wire:
         raise ShapeError(f"{what} needs a `{key}` array")
-    entries = expect_list(wire[key], key)
-    return tuple(parse_entry(cache, entry, f"{key}.{i}", parse_one) for i, entry in enumerate(entries))
+    return parse_entries(cache, expect_list(wire[key], key), key, parse_one)
+
+
+def parse_entries(
+    cache: EntryCache | None, entries: list[Any], key: str, parse_one: Callable[[Any, str], Message]
+) -> tuple[Message, ...]:
+    """History ``entries`` (the list at ``key``), each parsed once (see :class:`EntryCache`)."""
+    if cache is not None:
+        return cache.parse_all(entries, key, parse_one)
+    names = locations(key, len(entries))  # at least as many as the entries
+    return tuple([parse_one(entry, name) for entry, name in zip(entries, names, strict=False)])
+
+
+_LOCATIONS: dict[str, list[str]] = {}
+
+
+def locations(key: str, count: int) -> list[str]:
+    """At least ``count`` entry locations of the list at ``key``: ``key.0``, ``key.1``...
+
+    Each entry's parser is handed its location, for the errors it may
+    raise; writing one for every entry of every request was a noticeable part
+    of a long history's parse, so they are written once. A longer list
+    replaces a shorter one whole, so a thread never sees a list being grown.
+    """
+    known = _LOCATIONS.get(key)
+    if known is None or len(known) < count:
+        size = max(count, 2 * len(known or ()), 64)
+        known = _LOCATIONS[key] = [f"{key}.{i}" for i in range(size)]
+    return known
 
 
 def cached(cache: EntryCache | None, tag: bytes, raw: Any, build: Callable[[], T]) -> T:
@@ -510,18 +590,11 @@ def parse_tools(
     cache: EntryCache | None, raw: Any, parse_one: Callable[[Any, str], ToolDef]
 ) -> tuple[ToolDef, ...]:
     """A body's ``tools`` list, each entry read by ``parse_one``; a resent list is read once."""
-    return cached(
-        cache,
-        b"tools",
-        raw,
-        lambda: tuple(parse_one(t, f"tools.{i}") for i, t in enumerate(expect_list(raw, "tools"))),
-    )
 
+    def build() -> tuple[ToolDef, ...]:
+        tools = []
+        for i, tool in enumerate(expect_list(raw, "tools")):
+            tools.append(parse_one(tool, f"tools.{i}"))
+        return tuple(tools)
 
-def parse_entry(
-    cache: EntryCache | None, raw: Any, location: str, parse_one: Callable[[Any, str], Message]
-) -> Message:
-    """Parse one history entry, through ``cache`` when there is one."""
-    if cache is None:
-        return parse_one(raw, location)
-    return cache.parse(raw, location, parse_one)
+    return build() if cache is None else cached(cache, b"tools", raw, build)

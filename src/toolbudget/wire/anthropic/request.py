@@ -25,8 +25,8 @@ from ...model import (
     ToolCall,
     ToolDef,
     ToolResult,
-    set_origin,
 )
+from .._build import new_message, new_request, new_text, new_tool_call, new_tool_def, new_tool_result
 from .._common import (
     EntryCache,
     cached,
@@ -98,6 +98,7 @@ _K_TOOL_RESULT = frozenset({"type", "tool_use_id", "content", "is_error"})
 _K_MESSAGE = frozenset({"role", "content"})
 _K_TOOL = frozenset({"name", "description", "input_schema", "type"})
 _K_BODY = frozenset({"messages", "system", "tools"})
+_CONTENT_STR = ("content:str",)
 
 
 # --- parse ---------------------------------------------------------------------------
@@ -105,7 +106,7 @@ _K_BODY = frozenset({"messages", "system", "tools"})
 
 def parse(body: Any, cache: EntryCache | None = None) -> Request:
     """Read a Messages API request body into a :class:`Request`."""
-    wire = to_body(body)
+    wire = body if type(body) is dict else to_body(body)  # wire.parse has read it already
     messages = parse_history(cache, wire, "messages", _parse_message, "an Anthropic Messages body")
     system: tuple[Part, ...] = ()
     form: tuple[str, ...] = ()
@@ -131,12 +132,13 @@ def parse(body: Any, cache: EntryCache | None = None) -> Request:
     if "tools" in wire:
         tools = parse_tools(cache, wire["tools"], _parse_tool)
         form += ("tools",)
-    request = Request(API, messages, system, tools, rest(wire, _K_BODY), form)
-    return set_origin(request, API, wire)
+    return new_request(API, messages, system, tools, rest(wire, _K_BODY), form, (API, wire))
 
 
 def _parse_message(raw: Any, loc: str) -> Message:
-    # Locations are spelled out only for an error: a long history's parse is mostly these calls.
+    # Locations are spelled out only for an error, and fields are counted rather than
+    # compared with the modelled ones once each is known to be there: a long history's
+    # parse is mostly these calls.
     if not isinstance(raw, dict):
         raise ShapeError(f"expected an object, found {type_name(raw)}", location=loc)
     value = raw.get("role")
@@ -147,17 +149,18 @@ def _parse_message(raw: Any, loc: str) -> Message:
         raise ShapeError("a message needs `content`", location=loc)
     content = raw["content"]
     if isinstance(content, str):
-        parts: tuple[Part, ...] = (Text(content),)
-        form: tuple[str, ...] = ("content:str",)
+        parts: tuple[Part, ...] = (new_text(content, EMPTY, (), None),)
+        form: tuple[str, ...] = _CONTENT_STR
     else:
         if not isinstance(content, list):
             expect_list(content, f"{loc}.content")
-        parts = tuple([_parse_block(b, loc, ".content.", j) for j, b in enumerate(content)])
+        blocks = []
+        for j, block in enumerate(content):
+            blocks.append(_parse_block(block, loc, ".content.", j))
+        parts = tuple(blocks)
         form = ()
-    extra = EMPTY if raw.keys() <= _K_MESSAGE else rest(raw, _K_MESSAGE)
-    message = Message(role, parts, extra, form)
-    object.__setattr__(message, "origin", (API, raw))
-    return message
+    extra = EMPTY if len(raw) == 2 else rest(raw, _K_MESSAGE)  # `role` and `content` are there
+    return new_message(role, parts, extra, form, (API, raw))
 
 
 def _parse_block(raw: Any, loc: str, within: str = "", j: int | None = None) -> Part:
@@ -166,15 +169,15 @@ def _parse_block(raw: Any, loc: str, within: str = "", j: int | None = None) -> 
         raise ShapeError(f"expected an object, found {type_name(raw)}", location=_at(loc, within, j))
     wire = raw
     kind = wire.get("type")
-    part: Part
     if kind == "text":
         text: Any = wire.get("text")
         if not isinstance(text, str):
             expect_str(text, f"{_at(loc, within, j)}.text")
-        part = Text(text, EMPTY if wire.keys() <= _K_TEXT else rest(wire, _K_TEXT))
-    elif kind == "tool_result":
-        part = _parse_result(wire, _at(loc, within, j) if j is None else "", loc, within, j)
-    elif kind == "tool_use":
+        extra = EMPTY if len(wire) == 2 else rest(wire, _K_TEXT)
+        return new_text(text, extra, (), (API, wire))
+    if kind == "tool_result":
+        return _parse_result(wire, _at(loc, within, j) if j is None else "", loc, within, j)
+    if kind == "tool_use":
         call_id: Any = wire.get("id")
         name: Any = wire.get("name")
         arguments: Any = wire.get("input")
@@ -183,31 +186,27 @@ def _parse_block(raw: Any, loc: str, within: str = "", j: int | None = None) -> 
             expect_str(call_id, f"{where}.id")
             expect_str(name, f"{where}.name")
             expect_dict(arguments, f"{where}.input")
-        part = ToolCall(
-            call_id,
-            name,
-            arguments,
-            extra=EMPTY if wire.keys() <= _K_TOOL_USE else rest(wire, _K_TOOL_USE),
+        extra = EMPTY if len(wire) == 4 else rest(wire, _K_TOOL_USE)
+        return new_tool_call(call_id, name, arguments, None, True, extra, (), (API, wire))
+    where = _at(loc, within, j)
+    part: Part
+    if kind == "thinking":
+        part = Thinking(
+            expect_str(wire.get("thinking"), f"{where}.thinking"),
+            wire.get("signature"),
+            extra=rest(wire, _K_THINKING),
+            form=("signature",) if "signature" in wire else (),
         )
+    elif kind == "redacted_thinking":
+        part = Thinking(
+            None, expect_str(wire.get("data"), f"{where}.data"), True, extra=rest(wire, _K_REDACTED)
+        )
+    elif kind in {"image", "document"}:
+        part = _parse_media(kind, wire, where)
+    elif kind in OPAQUE_TYPES:
+        part = Opaque(kind, wire)
     else:
-        where = _at(loc, within, j)
-        if kind == "thinking":
-            part = Thinking(
-                expect_str(wire.get("thinking"), f"{where}.thinking"),
-                wire.get("signature"),
-                extra=rest(wire, _K_THINKING),
-                form=("signature",) if "signature" in wire else (),
-            )
-        elif kind == "redacted_thinking":
-            part = Thinking(
-                None, expect_str(wire.get("data"), f"{where}.data"), True, extra=rest(wire, _K_REDACTED)
-            )
-        elif kind in {"image", "document"}:
-            part = _parse_media(kind, wire, where)
-        elif kind in OPAQUE_TYPES:
-            part = Opaque(kind, wire)
-        else:
-            raise unknown("content block type", kind, f"{where}.type", KNOWN_TYPES)
+        raise unknown("content block type", kind, f"{where}.type", KNOWN_TYPES)
     object.__setattr__(part, "origin", (API, wire))
     return part
 
@@ -234,28 +233,29 @@ def _parse_result(
     content: Any = wire.get("content")
     if "content" not in wire:
         parts: tuple[Part, ...] = ()
-        form = ["content:absent"]
+        form: tuple[str, ...] = ("content:absent",)
     elif isinstance(content, str):
-        parts = (Text(content),)
-        form = ["content:str"]
+        parts = (new_text(content, EMPTY, (), None),)
+        form = ("content:str",)
     else:
         where = where or _at(loc, within, j)
         if not isinstance(content, list):
             expect_list(content, f"{where}.content")
-        parts = tuple([_parse_block(b, where, ".content.", k) for k, b in enumerate(content)])
-        form = ["content:list"]
+        blocks = []
+        for k, block in enumerate(content):
+            blocks.append(_parse_block(block, where, ".content.", k))
+        parts = tuple(blocks)
+        form = ("content:list",)
+    is_error = wire.get("is_error")
     if "is_error" in wire:
-        form.append("is_error")
+        form += ("is_error",)
     call_id = wire.get("tool_use_id")
     if not isinstance(call_id, str):
         expect_str(call_id, f"{where or _at(loc, within, j)}.tool_use_id")
-    return ToolResult(
-        call_id,
-        parts,
-        bool(wire.get("is_error")),
-        extra=EMPTY if wire.keys() <= _K_TOOL_RESULT else rest(wire, _K_TOOL_RESULT),
-        form=tuple(form),
-    )
+    # Every field modelled, when the ones counted are all there is: `type`, `tool_use_id` and these two.
+    modelled_only = len(wire) == 2 + ("content" in wire) + ("is_error" in wire)
+    extra = EMPTY if modelled_only else rest(wire, _K_TOOL_RESULT)
+    return new_tool_result(call_id, parts, bool(is_error), None, extra, form, (API, wire))
 
 
 def _parse_tool(raw: Any, loc: str) -> ToolDef:
@@ -267,7 +267,7 @@ def _parse_tool(raw: Any, loc: str) -> ToolDef:
     if not isinstance(kind, str):
         raise ShapeError("a tool's `type` must be a string", location=f"{loc}.type")
     name = wire.get("name", "")
-    tool = ToolDef(
+    return new_tool_def(
         expect_str(name, f"{loc}.name"),
         wire.get("description"),
         wire.get("input_schema"),
@@ -276,8 +276,8 @@ def _parse_tool(raw: Any, loc: str) -> ToolDef:
         form
         + (("description",) if "description" in wire else ())
         + (("schema",) if "input_schema" in wire else ()),
+        (API, wire),
     )
-    return set_origin(tool, API, wire)
 
 
 # --- render --------------------------------------------------------------------------

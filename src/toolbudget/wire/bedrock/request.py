@@ -18,6 +18,7 @@ from typing import Any
 from ...errors import ShapeError
 from ...jsonio import to_body
 from ...model import (
+    EMPTY,
     Data,
     Media,
     Message,
@@ -33,6 +34,15 @@ from ...model import (
     frozen_mapping,
     set_origin,
     text_of,
+)
+from .._build import (
+    new_data,
+    new_message,
+    new_request,
+    new_text,
+    new_tool_call,
+    new_tool_def,
+    new_tool_result,
 )
 from .._common import (
     EntryCache,
@@ -129,6 +139,10 @@ _K_SPEC = frozenset({"name", "description", "inputSchema"})
 _K_TOOLS = frozenset({"tools"})
 _K_BODY = frozenset({"messages", "system", "toolConfig"})
 _NO_KEYS: frozenset[str] = frozenset()
+_ONLY_TEXT = frozenset({"text"})
+_ONLY_JSON = frozenset({"json"})
+_ONLY_TOOL_USE = frozenset({"toolUse"})
+_ONLY_TOOL_RESULT = frozenset({"toolResult"})
 _ERROR_STATUS = {"success": False, "error": True}
 # Portable request fields: sampling goes in inferenceConfig; the model (and ConverseStream) are in the URL.
 _SAMPLING = {"temperature": "temperature", "top_p": "topP"}
@@ -140,13 +154,13 @@ _URL_FIELDS = ("model", "stream")
 
 def parse(body: Any, cache: EntryCache | None = None) -> Request:
     """Read a Converse request body into a :class:`Request`."""
-    wire = to_body(body)
+    wire = body if type(body) is dict else to_body(body)  # wire.parse has read it already
     messages = parse_history(cache, wire, "messages", _parse_message, "a Bedrock Converse body")
     form: list[str] = []
     system: tuple[Part, ...] = ()
     if "system" in wire:
         blocks = expect_list(wire["system"], "system")
-        system = tuple(_parse_block(b, f"system.{i}", SYSTEM_KEYS) for i, b in enumerate(blocks))
+        system = tuple([_parse_block(b, SYSTEM_KEYS, "system", ".", i) for i, b in enumerate(blocks)])
         form.append("system")
     tools: tuple[ToolDef, ...] = ()
     config = wire.get("toolConfig")
@@ -163,50 +177,73 @@ def parse(body: Any, cache: EntryCache | None = None) -> Request:
         extra = rest_with(wire, _K_BODY, "toolConfig", config, _K_TOOLS)
     else:
         extra = rest(wire, _K_BODY - {"toolConfig"})
-    request = Request(API, messages, system, tools, extra, tuple(form))
-    return set_origin(request, API, wire)
+    return new_request(API, messages, system, tools, extra, tuple(form), (API, wire))
 
 
 def _parse_message(raw: Any, loc: str) -> Message:
-    wire = expect_dict(raw, loc)
-    role = read_role(wire.get("role"), _ROLES, f"{loc}.role", _API_ROLES)
-    blocks = expect_list(wire.get("content"), f"{loc}.content")
-    parts = tuple(_parse_block(b, f"{loc}.content.{j}", BLOCK_KEYS) for j, b in enumerate(blocks))
-    return set_origin(Message(role, parts, rest(wire, _K_MESSAGE)), API, wire)
+    # Locations are spelled out only for an error: a long history's parse is mostly these calls.
+    if not isinstance(raw, dict):
+        expect_dict(raw, loc)
+    wire = raw
+    value = wire.get("role")
+    role = _ROLES.get(value) if isinstance(value, str) else None
+    if role is None:
+        role = read_role(value, _ROLES, f"{loc}.role", _API_ROLES)
+    blocks = wire.get("content")
+    if not isinstance(blocks, list):
+        expect_list(blocks, f"{loc}.content")
+    parts = []
+    for j, block in enumerate(blocks):
+        parts.append(_parse_block(block, BLOCK_KEYS, loc, ".content.", j))
+    return new_message(role, tuple(parts), rest(wire, _K_MESSAGE), (), (API, wire))
 
 
-def _tag(wire: dict[str, Any], known: frozenset[str], loc: str, what: str) -> str:
-    """The key a tagged union block is tagged by."""
-    for key in wire:
+def _at(loc: str, within: str, j: int | None) -> str:
+    return loc if j is None else f"{loc}{within}{j}"
+
+
+def _parse_block(raw: Any, known: frozenset[str], loc: str, within: str = "", j: int | None = None) -> Part:
+    """A block tagged by one of ``known``, at ``loc`` (or ``loc + within + j`` when ``j`` is given)."""
+    if not isinstance(raw, dict):
+        expect_dict(raw, _at(loc, within, j))
+    for key in raw:
         if key in known:
-            return key
-    raise unknown(what, next(iter(wire), None), loc, known)
+            break
+    else:
+        raise unknown("content block", next(iter(raw), None), _at(loc, within, j), known)
+    return _parse_tagged(raw, key, loc, within, j)
 
 
-def _parse_block(raw: Any, loc: str, known: frozenset[str]) -> Part:
-    wire = expect_dict(raw, loc)
-    key = _tag(wire, known, loc, "content block")
+def _parse_tagged(wire: dict[str, Any], key: str, loc: str, within: str, j: int | None) -> Part:
+    """A block tagged by ``key``, at ``loc`` or ``loc + within + j`` (as :func:`_parse_block`)."""
     value = wire[key]
-    part: Part
     if key == "text":
-        part = Text(expect_str(value, f"{loc}.text"), rest(wire, frozenset({key})))
-    elif key == "toolUse":
-        inner = expect_dict(value, f"{loc}.toolUse")
-        if "input" not in inner:
-            raise ShapeError("a toolUse block needs `input`", location=f"{loc}.toolUse")
-        part = ToolCall(
-            expect_str(inner.get("toolUseId"), f"{loc}.toolUse.toolUseId"),
-            expect_str(inner.get("name"), f"{loc}.toolUse.name"),
-            inner["input"],
-            extra=rest_with(wire, frozenset({key}), key, inner, _K_TOOL_USE),
-            form=("toolUse",),  # parsed here: whatever `input` holds goes back as it is
-        )
-    elif key == "toolResult":
-        part = _parse_result(wire, expect_dict(value, f"{loc}.toolResult"), loc)
-    elif key == "reasoningContent":
-        part = _parse_reasoning(wire, expect_dict(value, f"{loc}.reasoningContent"), loc)
+        if not isinstance(value, str):
+            expect_str(value, f"{_at(loc, within, j)}.text")
+        extra = EMPTY if len(wire) == 1 else rest(wire, _ONLY_TEXT)
+        return new_text(value, extra, (), (API, wire))
+    if key == "toolUse":
+        if not isinstance(value, dict):
+            expect_dict(value, f"{_at(loc, within, j)}.toolUse")
+        if "input" not in value:
+            raise ShapeError("a toolUse block needs `input`", location=f"{_at(loc, within, j)}.toolUse")
+        call_id: Any = value.get("toolUseId")
+        if not isinstance(call_id, str):
+            expect_str(call_id, f"{_at(loc, within, j)}.toolUse.toolUseId")
+        name: Any = value.get("name")
+        if not isinstance(name, str):
+            expect_str(name, f"{_at(loc, within, j)}.toolUse.name")
+        extra = rest_with(wire, _ONLY_TOOL_USE, key, value, _K_TOOL_USE)
+        # Parsed here: whatever `input` holds goes back as it is.
+        return new_tool_call(call_id, name, value["input"], None, True, extra, ("toolUse",), (API, wire))
+    where = _at(loc, within, j)
+    if key == "toolResult":
+        return _parse_result(wire, expect_dict(value, f"{where}.toolResult"), where)
+    part: Part
+    if key == "reasoningContent":
+        part = _parse_reasoning(wire, expect_dict(value, f"{where}.reasoningContent"), where)
     elif key in _MEDIA_KEYS:
-        part = _parse_media(key, wire, expect_dict(value, f"{loc}.{key}"))
+        part = _parse_media(key, wire, expect_dict(value, f"{where}.{key}"))
     else:
         part = Opaque(key, wire)
     return set_origin(part, API, wire)
@@ -230,27 +267,38 @@ def _parse_media(kind: str, wire: dict[str, Any], inner: dict[str, Any]) -> Medi
 
 
 def _parse_result(wire: dict[str, Any], inner: dict[str, Any], loc: str) -> ToolResult:
-    items = expect_list(inner.get("content"), f"{loc}.toolResult.content")
-    content = tuple(_parse_result_item(c, f"{loc}.toolResult.content.{j}") for j, c in enumerate(items))
+    """A ``toolResult`` block at ``loc``; its fields are ``inner``."""
+    items: Any = inner.get("content")
+    if not isinstance(items, list):
+        expect_list(items, f"{loc}.toolResult.content")
+    content = []
+    for k, item in enumerate(items):
+        content.append(_parse_result_item(item, loc, k))
     status = inner.get("status")
     is_error = _ERROR_STATUS.get(status) if isinstance(status, str) else None
     modelled = _K_TOOL_RESULT if is_error is not None else _K_TOOL_RESULT_NO_STATUS
-    return ToolResult(
-        expect_str(inner.get("toolUseId"), f"{loc}.toolResult.toolUseId"),
-        content,
-        bool(is_error),
-        extra=rest_with(wire, frozenset({"toolResult"}), "toolResult", inner, modelled),
-        form=("status",) if is_error is not None else (),
-    )
+    call_id: Any = inner.get("toolUseId")
+    if not isinstance(call_id, str):
+        expect_str(call_id, f"{loc}.toolResult.toolUseId")
+    extra = rest_with(wire, _ONLY_TOOL_RESULT, "toolResult", inner, modelled)
+    form = ("status",) if is_error is not None else ()
+    return new_tool_result(call_id, tuple(content), bool(is_error), None, extra, form, (API, wire))
 
 
-def _parse_result_item(raw: Any, loc: str) -> Part:
-    wire = expect_dict(raw, loc)
-    key = _tag(wire, RESULT_KEYS, loc, "tool result content block")
+def _parse_result_item(raw: Any, loc: str, k: int) -> Part:
+    """Item ``k`` of the content of the ``toolResult`` block at ``loc``."""
+    if not isinstance(raw, dict):
+        expect_dict(raw, f"{loc}.toolResult.content.{k}")
+    for key in raw:
+        if key in RESULT_KEYS:
+            break
+    else:
+        shown = next(iter(raw), None)
+        raise unknown("tool result content block", shown, f"{loc}.toolResult.content.{k}", RESULT_KEYS)
     if key == "json":
-        part: Part = Data(wire["json"], rest(wire, frozenset({key})))
-        return set_origin(part, API, wire)
-    return _parse_block(wire, loc, RESULT_KEYS)
+        extra = EMPTY if len(raw) == 1 else rest(raw, _ONLY_JSON)
+        return new_data(raw["json"], extra, (), (API, raw))
+    return _parse_tagged(raw, key, loc, ".toolResult.content.", k)
 
 
 def _parse_reasoning(wire: dict[str, Any], inner: dict[str, Any], loc: str) -> Part:
@@ -277,10 +325,8 @@ def _parse_tool(raw: Any, loc: str) -> ToolDef:
         kind = next(iter(wire), "tool")
         inner = wire.get(kind)
         name = inner.get("name") if isinstance(inner, dict) else None
-        tool = ToolDef(
-            name if isinstance(name, str) else kind, kind=kind, extra=frozen_mapping(wire), form=("entry",)
-        )
-        return set_origin(tool, API, wire)
+        name = name if isinstance(name, str) else kind
+        return new_tool_def(name, None, None, kind, frozen_mapping(wire), ("entry",), (API, wire))
     # Always a hint: a tool without one is a converted tool, which gets the required defaults.
     form = ["toolSpec"]
     modelled = {"name", "description"}
@@ -292,15 +338,15 @@ def _parse_tool(raw: Any, loc: str) -> ToolDef:
         parameters = schema["json"]
         modelled.add("inputSchema")
         form.append("schema")
-    tool = ToolDef(
+    return new_tool_def(
         expect_str(spec.get("name"), f"{loc}.toolSpec.name"),
         spec.get("description"),
         parameters,
         "function",
         rest_with(wire, frozenset({"toolSpec"}), "toolSpec", spec, frozenset(modelled)),
         tuple(form),
+        (API, wire),
     )
-    return set_origin(tool, API, wire)
 
 
 # --- render --------------------------------------------------------------------------

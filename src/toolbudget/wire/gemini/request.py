@@ -22,6 +22,7 @@ from typing import Any
 
 from ...jsonio import to_body
 from ...model import (
+    EMPTY,
     Data,
     Media,
     Message,
@@ -37,6 +38,16 @@ from ...model import (
     frozen_mapping,
     set_origin,
     text_of,
+)
+from .._build import (
+    new_data,
+    new_message,
+    new_request,
+    new_text,
+    new_thinking,
+    new_tool_call,
+    new_tool_def,
+    new_tool_result,
 )
 from .._common import (
     EntryCache,
@@ -73,6 +84,8 @@ _ROLES: dict[str, Role] = {"user": "user", "model": "assistant", "function": "to
 # A `system` content is read (not refused) so that validation can report it the way the API
 # does and repair can move it into `systemInstruction`; it is not a role the API takes.
 _READ_ROLES: dict[str, Role] = {**_ROLES, "system": "system"}
+_TOOL_ROLE_FORMS = {"function": ("role:function",), "tool": ("role:tool",)}
+"""The hint of each wire role read as ``tool``."""
 
 # A part's data field, in either spelling -> (camelCase name, spelt in snake_case?).
 _DATA_FIELDS = (
@@ -96,6 +109,8 @@ _SPELLINGS: dict[str, tuple[str, bool]] = {
     **{name: (name, False) for name in _DATA_FIELDS},
     **{snake_case(name): (name, True) for name in _DATA_FIELDS if snake_case(name) != name},
 }
+_ONLY = {key: frozenset({key}) for key in _SPELLINGS}
+"""Each data field's spelling as the one modelled field of its part."""
 _OPAQUE_FIELDS = frozenset({"executableCode", "codeExecutionResult", "toolCall", "toolResponse"})
 
 _K_CONTENT = frozenset({"role", "parts"})
@@ -124,7 +139,7 @@ def _spell(camel: str, snake: bool) -> str:
 
 def parse(body: Any, cache: EntryCache | None = None) -> Request:
     """Read a ``generateContent`` request body into a :class:`Request`."""
-    wire = to_body(body)
+    wire = body if type(body) is dict else to_body(body)  # wire.parse has read it already
     messages = parse_history(cache, wire, "contents", _parse_content, "a Gemini generateContent body")
     modelled = {"contents"}
     form: list[str] = []
@@ -141,7 +156,7 @@ def parse(body: Any, cache: EntryCache | None = None) -> Request:
         else:
             content = expect_dict(raw, key)
             parts = expect_list(content.get("parts"), f"{key}.parts")
-            system = tuple(_parse_part(p, f"{key}.parts.{j}") for j, p in enumerate(parts))
+            system = tuple([_parse_part(p, key, j) for j, p in enumerate(parts)])
             nested = (key, content)
     tools: tuple[ToolDef, ...] = ()
     if "tools" in wire:
@@ -154,55 +169,72 @@ def parse(body: Any, cache: EntryCache | None = None) -> Request:
         extra = rest_with(wire, frozenset(modelled), nested[0], nested[1], _K_PARTS)
     else:
         extra = rest(wire, frozenset(modelled))
-    request = Request(API, messages, system, tools, extra, tuple(form))
-    return set_origin(request, API, wire)
+    return new_request(API, messages, system, tools, extra, tuple(form), (API, wire))
 
 
 def _parse_content(raw: Any, loc: str) -> Message:
-    wire = expect_dict(raw, loc)
-    form: list[str] = []
+    # Locations are spelled out only for an error: a long history's parse is mostly these calls.
+    if not isinstance(raw, dict):
+        expect_dict(raw, loc)
+    wire = raw
+    form: tuple[str, ...] = ()
     if "role" in wire:
         wire_role = wire["role"]
-        role = read_role(wire_role, _READ_ROLES, f"{loc}.role", _ROLES)
+        role = _READ_ROLES.get(wire_role) if isinstance(wire_role, str) else None
+        if role is None:
+            role = read_role(wire_role, _READ_ROLES, f"{loc}.role", _ROLES)
         if role == "tool":
-            form.append(f"role:{wire_role}")
+            form = _TOOL_ROLE_FORMS[wire_role]
     else:
         role = "user"  # the API reads a missing role as the user's
-        form.append("role:absent")
+        form = ("role:absent",)
     if "parts" in wire:
-        items = expect_list(wire["parts"], f"{loc}.parts")
-        parts = tuple(_parse_part(p, f"{loc}.parts.{j}") for j, p in enumerate(items))
+        items = wire["parts"]
+        if not isinstance(items, list):
+            expect_list(items, f"{loc}.parts")
+        found = []
+        for j, item in enumerate(items):
+            found.append(_parse_part(item, loc, j))
+        parts = tuple(found)
     else:
         parts = ()
-        form.append("parts:absent")
-    return set_origin(Message(role, parts, rest(wire, _K_CONTENT), tuple(form)), API, wire)
+        form += ("parts:absent",)
+    return new_message(role, parts, rest(wire, _K_CONTENT), form, (API, wire))
 
 
-def _parse_part(raw: Any, loc: str) -> Part:
-    wire = expect_dict(raw, loc)
+def _parse_part(raw: Any, loc: str, j: int) -> Part:
+    """Part ``j`` of the ``parts`` of the content at ``loc``."""
+    if not isinstance(raw, dict):
+        expect_dict(raw, f"{loc}.parts.{j}")
+    wire = raw
     for key in wire:
         found = _SPELLINGS.get(key)
         if found is not None:
             break
     else:
         shown = next(iter(wire), None)
-        raise unknown("part field", shown, loc, _DATA_FIELDS)
+        raise unknown("part field", shown, f"{loc}.parts.{j}", _DATA_FIELDS)
     field, snake = found
-    form: tuple[str, ...] = ("snake",) if snake else ()
     value = wire[key]
-    part: Part
     if field == "text":
-        text = expect_str(value, f"{loc}.text")
+        if not isinstance(value, str):
+            expect_str(value, f"{loc}.parts.{j}.text")
         if wire.get("thought") is True:
-            part = Thinking(text, extra=rest(wire, _K_THOUGHT))
-        else:
-            part = Text(text, rest(wire, _K_TEXT))
-    elif field in ("inlineData", "fileData"):
-        part = _parse_media(field, key, wire, loc)
-    elif field == "functionCall":
-        part = _parse_call(key, wire, expect_dict(value, f"{loc}.{key}"), form, loc)
-    elif field == "functionResponse":
-        part = _parse_response(key, wire, expect_dict(value, f"{loc}.{key}"), form, loc)
+            return new_thinking(value, None, False, None, rest(wire, _K_THOUGHT), (), (API, wire))
+        extra = EMPTY if len(wire) == 1 else rest(wire, _K_TEXT)  # `text` is there
+        return new_text(value, extra, (), (API, wire))
+    form: tuple[str, ...] = ("snake",) if snake else ()
+    if field == "functionCall":
+        if not isinstance(value, dict):
+            expect_dict(value, f"{loc}.parts.{j}.{key}")
+        return _parse_call(key, wire, value, form, loc, j)
+    if field == "functionResponse":
+        if not isinstance(value, dict):
+            expect_dict(value, f"{loc}.parts.{j}.{key}")
+        return _parse_response(key, wire, value, form, loc, j)
+    part: Part
+    if field in ("inlineData", "fileData"):
+        part = _parse_media(field, key, wire, f"{loc}.parts.{j}")
     else:
         part = Opaque(field, wire)
     return set_origin(part, API, wire)
@@ -249,52 +281,64 @@ def _kind(media_type: str | None) -> str:
 
 
 def _parse_call(
-    key: str, wire: dict[str, Any], inner: dict[str, Any], form: tuple[str, ...], loc: str
+    key: str, wire: dict[str, Any], inner: dict[str, Any], form: tuple[str, ...], loc: str, j: int
 ) -> ToolCall:
-    name = expect_str(inner.get("name"), f"{loc}.{key}.name")
+    """The ``functionCall`` (spelt ``key``) of part ``j`` of the content at ``loc``."""
+    name: Any = inner.get("name")
+    if not isinstance(name, str):
+        expect_str(name, f"{loc}.parts.{j}.{key}.name")
     if "args" in inner:
-        arguments = expect_dict(inner["args"], f"{loc}.{key}.args")
+        arguments = inner["args"]
+        if not isinstance(arguments, dict):
+            expect_dict(arguments, f"{loc}.parts.{j}.{key}.args")
     else:
         arguments, form = {}, (*form, "args:absent")
     call_id = inner.get("id")
     if isinstance(call_id, str):
-        extra = rest_with(wire, frozenset({key}), key, inner, _K_CALL)
+        extra = rest_with(wire, _ONLY[key], key, inner, _K_CALL)
     else:
-        call_id, extra = None, rest_with(wire, frozenset({key}), key, inner, _K_CALL_NO_ID)
-    return ToolCall(call_id, name, arguments, extra=extra, form=form)
+        call_id, extra = None, rest_with(wire, _ONLY[key], key, inner, _K_CALL_NO_ID)
+    return new_tool_call(call_id, name, arguments, None, True, extra, form, (API, wire))
 
 
 _TEXT_KEY = "response:text:"
 
 
 def _parse_response(
-    key: str, wire: dict[str, Any], inner: dict[str, Any], form: tuple[str, ...], loc: str
+    key: str, wire: dict[str, Any], inner: dict[str, Any], form: tuple[str, ...], loc: str, j: int
 ) -> ToolResult:
-    """A ``functionResponse``. The plain ``{"output": text}`` and ``{"error": text}`` objects
-    read as text, so budgets and previews see text; any other object is data."""
-    name = expect_str(inner.get("name"), f"{loc}.{key}.name")
+    """The ``functionResponse`` (spelt ``key``) of part ``j`` of the content at ``loc``.
+
+    The plain ``{"output": text}`` and ``{"error": text}`` objects read as
+    text, so budgets and previews see text; any other object is data.
+    """
+    name: Any = inner.get("name")
+    if not isinstance(name, str):
+        expect_str(name, f"{loc}.parts.{j}.{key}.name")
     is_error = False
     content: tuple[Part, ...]
     if "response" not in inner:
         content, form = (), (*form, "response:absent")
     else:
-        response = expect_dict(inner["response"], f"{loc}.{key}.response")
+        response = inner["response"]
+        if not isinstance(response, dict):
+            expect_dict(response, f"{loc}.parts.{j}.{key}.response")
         only = next(iter(response.items())) if len(response) == 1 else None
         if only is not None and only[0] == "output" and isinstance(only[1], str):
-            content, form = (Text(only[1]),), (*form, "response:output")
+            content, form = (new_text(only[1], EMPTY, (), None),), (*form, "response:output")
         elif only is not None and only[0] == "error" and isinstance(only[1], str):
-            content, form, is_error = (Text(only[1]),), (*form, "response:error"), True
+            content, form, is_error = (new_text(only[1], EMPTY, (), None),), (*form, "response:error"), True
         elif only is not None and isinstance(only[1], str):
             # Any one-key text object (``{"result": text}``): text too, and cut under its own key.
-            content, form = (Text(only[1]),), (*form, f"{_TEXT_KEY}{only[0]}")
+            content, form = (new_text(only[1], EMPTY, (), None),), (*form, f"{_TEXT_KEY}{only[0]}")
         else:
-            content, form = (Data(response),), (*form, "response:data")
+            content, form = (new_data(response, EMPTY, (), None),), (*form, "response:data")
     call_id = inner.get("id")
     if isinstance(call_id, str):
-        extra = rest_with(wire, frozenset({key}), key, inner, _K_RESPONSE)
+        extra = rest_with(wire, _ONLY[key], key, inner, _K_RESPONSE)
     else:
-        call_id, extra = None, rest_with(wire, frozenset({key}), key, inner, _K_RESPONSE_NO_ID)
-    return ToolResult(call_id, content, is_error, name, extra, form)
+        call_id, extra = None, rest_with(wire, _ONLY[key], key, inner, _K_RESPONSE_NO_ID)
+    return new_tool_result(call_id, content, is_error, name, extra, form, (API, wire))
 
 
 def _parse_tools(entries: list[Any]) -> tuple[ToolDef, ...]:
@@ -315,8 +359,9 @@ def _parse_tools(entries: list[Any]) -> tuple[ToolDef, ...]:
                 tools.append(_parse_declaration(raw_decl, f"{loc}.{key}.{j}", i, snake))
         else:
             name = key or next(iter(entry), "tool")
-            tool = ToolDef(name, kind=name, extra=frozen_mapping(entry), form=("entry",))
-            tools.append(set_origin(tool, API, entry))
+            tools.append(
+                new_tool_def(name, None, None, name, frozen_mapping(entry), ("entry",), (API, entry))
+            )
     return tuple(tools)
 
 
@@ -335,10 +380,10 @@ def _parse_declaration(raw: Any, loc: str, group: int, snake: bool) -> ToolDef:
         modelled.add(schema_key)
         form.append(f"schema:{schema_key}")
     name = expect_str(wire.get("name"), f"{loc}.name")
-    tool = ToolDef(
-        name, wire.get("description"), parameters, "function", rest(wire, frozenset(modelled)), tuple(form)
+    extra = rest(wire, frozenset(modelled))
+    return new_tool_def(
+        name, wire.get("description"), parameters, "function", extra, tuple(form), (API, wire)
     )
-    return set_origin(tool, API, wire)
 
 
 # --- render --------------------------------------------------------------------------

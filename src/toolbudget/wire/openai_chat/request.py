@@ -18,6 +18,7 @@ from typing import Any
 from ...errors import ShapeError
 from ...jsonio import to_body
 from ...model import (
+    EMPTY,
     Data,
     Media,
     Message,
@@ -33,6 +34,7 @@ from ...model import (
     set_origin,
     text_of,
 )
+from .._build import new_message, new_request, new_text, new_tool_call, new_tool_def, new_tool_result
 from .._common import (
     EntryCache,
     arguments_text,
@@ -77,6 +79,9 @@ _AUDIO_MIME = {"wav": "audio/wav", "mp3": "audio/mpeg"}
 _AUDIO_FORMAT = {"audio/wav": "wav", "audio/x-wav": "wav", "audio/mpeg": "mp3", "audio/mp3": "mp3"}
 
 _K_MESSAGE = frozenset({"role", "content"})
+_K_MESSAGE_CALLS = _K_MESSAGE | {"tool_calls"}
+_K_RESULT = _K_MESSAGE | {"tool_call_id"}
+_K_RESULT_NAMED = _K_RESULT | {"name"}
 _K_TEXT = frozenset({"type", "text"})
 _K_REFUSAL = frozenset({"type", "refusal"})
 _K_IMAGE = frozenset({"type", "image_url"})
@@ -99,21 +104,25 @@ _NO_KEYS: frozenset[str] = frozenset()
 
 def parse(body: Any, cache: EntryCache | None = None) -> Request:
     """Read a Chat Completions request body into a :class:`Request`."""
-    wire = to_body(body)
+    wire = body if type(body) is dict else to_body(body)  # wire.parse has read it already
     messages = parse_history(cache, wire, "messages", _parse_message, "a Chat Completions body")
     tools: tuple[ToolDef, ...] = ()
     form: tuple[str, ...] = ()
     if "tools" in wire:
         tools = parse_tools(cache, wire["tools"], _parse_tool)
         form = ("tools",)
-    request = Request(API, messages, (), tools, rest(wire, _K_BODY), form)
-    return set_origin(request, API, wire)
+    return new_request(API, messages, (), tools, rest(wire, _K_BODY), form, (API, wire))
 
 
 def _parse_message(raw: Any, loc: str) -> Message:
-    wire = expect_dict(raw, loc)
+    # Locations are spelled out only for an error: a long history's parse is mostly these calls.
+    if not isinstance(raw, dict):
+        expect_dict(raw, loc)
+    wire = raw
     wire_role = wire.get("role")
-    role = read_role(wire_role, _ROLES, f"{loc}.role", _ROLES)
+    role = _ROLES.get(wire_role) if isinstance(wire_role, str) else None
+    if role is None:
+        role = read_role(wire_role, _ROLES, f"{loc}.role", _ROLES)
     if role == "tool":
         return _parse_result_message(wire, wire_role == "function", loc)
     parts, content_form = _parse_content(wire, loc)
@@ -122,15 +131,19 @@ def _parse_message(raw: Any, loc: str) -> Message:
     if role == "assistant":
         calls = wire.get("tool_calls")
         if calls is not None:  # some clients send `null`, which stays in extra as given
-            calls = expect_list(calls, f"{loc}.tool_calls")
-            parts += tuple(_parse_call(c, f"{loc}.tool_calls.{j}") for j, c in enumerate(calls))
-            modelled |= {"tool_calls"}
+            if not isinstance(calls, list):
+                expect_list(calls, f"{loc}.tool_calls")
+            found = []
+            for j, call in enumerate(calls):
+                found.append(_parse_call(call, loc, j))
+            parts += tuple(found)
+            modelled = _K_MESSAGE_CALLS
             form += ("tool_calls",)
         legacy = wire.get("function_call")
         if legacy is not None:
             parts += (_parse_function_call(legacy, f"{loc}.function_call"),)
             modelled |= {"function_call"}
-    return set_origin(Message(role, parts, rest(wire, modelled), form), API, wire)
+    return new_message(role, parts, rest(wire, modelled), form, (API, wire))
 
 
 def _parse_content(wire: dict[str, Any], loc: str) -> tuple[tuple[Part, ...], str]:
@@ -141,18 +154,29 @@ def _parse_content(wire: dict[str, Any], loc: str) -> tuple[tuple[Part, ...], st
     if content is None:
         return (), "content:null"
     if isinstance(content, str):
-        return (Text(content),), "content:str"
-    items = expect_list(content, f"{loc}.content")
-    return tuple(_parse_part(p, f"{loc}.content.{j}") for j, p in enumerate(items)), "content:list"
+        return (new_text(content, EMPTY, (), None),), "content:str"
+    if not isinstance(content, list):
+        expect_list(content, f"{loc}.content")
+    parts = []
+    for j, item in enumerate(content):
+        parts.append(_parse_part(item, loc, j))
+    return tuple(parts), "content:list"
 
 
-def _parse_part(raw: Any, loc: str) -> Part:
-    wire = expect_dict(raw, loc)
+def _parse_part(raw: Any, loc: str, j: int) -> Part:
+    """Part ``j`` of the content of the message at ``loc``."""
+    if not isinstance(raw, dict):
+        expect_dict(raw, f"{loc}.content.{j}")
+    wire = raw
     kind = wire.get("type")
-    part: Part
     if kind == "text":
-        part = Text(expect_str(wire.get("text"), f"{loc}.text"), rest(wire, _K_TEXT))
-    elif kind == "refusal":
+        text = wire.get("text")
+        if not isinstance(text, str):
+            expect_str(text, f"{loc}.content.{j}.text")
+        return new_text(text, rest(wire, _K_TEXT), (), (API, wire))
+    loc = f"{loc}.content.{j}"
+    part: Part
+    if kind == "refusal":
         part = Text(expect_str(wire.get("refusal"), f"{loc}.refusal"), rest(wire, _K_REFUSAL), ("refusal",))
     elif kind == "image_url":
         inner = expect_dict(wire.get("image_url"), f"{loc}.image_url")
@@ -188,34 +212,40 @@ def _parse_file(wire: dict[str, Any], inner: dict[str, Any]) -> Media:
     return Media("document", data=file_data, extra=extra, form=("file", "file_data:raw"))
 
 
-def _parse_call(raw: Any, loc: str) -> ToolCall:
-    wire = expect_dict(raw, loc)
+def _parse_call(raw: Any, loc: str, j: int) -> ToolCall:
+    """Call ``j`` of the ``tool_calls`` of the message at ``loc``."""
+    if not isinstance(raw, dict):
+        expect_dict(raw, f"{loc}.tool_calls.{j}")
+    wire = raw
     kind = wire.get("type")
-    call_id = expect_str(wire.get("id"), f"{loc}.id")
-    if kind == "custom":
-        inner = expect_dict(wire.get("custom"), f"{loc}.custom")
-        call = ToolCall(
-            call_id,
-            expect_str(inner.get("name"), f"{loc}.custom.name"),
-            expect_str(inner.get("input"), f"{loc}.custom.input"),
-            extra=rest_with(wire, _K_CUSTOM_CALL, "custom", inner, _K_CUSTOM),
-            form=("custom",),
-        )
-    elif kind == "function" or ("type" not in wire and "function" in wire):
-        inner = expect_dict(wire.get("function"), f"{loc}.function")
-        text = expect_str(inner.get("arguments"), f"{loc}.function.arguments")
+    call_id = wire.get("id")
+    if not isinstance(call_id, str):
+        expect_str(call_id, f"{loc}.tool_calls.{j}.id")
+    if kind == "function" or ("type" not in wire and "function" in wire):
+        inner = wire.get("function")
+        if not isinstance(inner, dict):
+            expect_dict(inner, f"{loc}.tool_calls.{j}.function")
+        text = inner.get("arguments")
+        if not isinstance(text, str):
+            expect_str(text, f"{loc}.tool_calls.{j}.function.arguments")
         arguments, ok = parse_arguments(text)
-        call = ToolCall(
-            call_id,
-            expect_str(inner.get("name"), f"{loc}.function.name"),
-            arguments,
-            text,
-            ok,
-            rest_with(wire, _K_CALL, "function", inner, _K_FUNCTION),
-            () if "type" in wire else ("type:absent",),
-        )
-    else:
+        name = inner.get("name")
+        if not isinstance(name, str):
+            expect_str(name, f"{loc}.tool_calls.{j}.function.name")
+        extra = rest_with(wire, _K_CALL, "function", inner, _K_FUNCTION)
+        form: tuple[str, ...] = () if "type" in wire else ("type:absent",)
+        return new_tool_call(call_id, name, arguments, text, ok, extra, form, (API, wire))
+    loc = f"{loc}.tool_calls.{j}"
+    if kind != "custom":
         raise unknown("tool call type", kind, f"{loc}.type", ("function", "custom"))
+    inner = expect_dict(wire.get("custom"), f"{loc}.custom")
+    call = ToolCall(
+        call_id,
+        expect_str(inner.get("name"), f"{loc}.custom.name"),
+        expect_str(inner.get("input"), f"{loc}.custom.input"),
+        extra=rest_with(wire, _K_CUSTOM_CALL, "custom", inner, _K_CUSTOM),
+        form=("custom",),
+    )
     return set_origin(call, API, wire)
 
 
@@ -233,22 +263,22 @@ def _parse_result_message(wire: dict[str, Any], legacy: bool, loc: str) -> Messa
     parts, content_form = _parse_content(wire, loc)
     name = wire.get("name")
     if not legacy:
-        call_id: str | None = expect_str(wire.get("tool_call_id"), f"{loc}.tool_call_id")
+        call_id: str | None = wire.get("tool_call_id")
+        if not isinstance(call_id, str):
+            expect_str(call_id, f"{loc}.tool_call_id")
         message_form: tuple[str, ...] = ()
     else:
         call_id = None
         name = expect_str(name, f"{loc}.name")
         message_form = ("role:function",)
-    modelled = _K_MESSAGE | {"tool_call_id"}
-    form: tuple[str, ...] = (content_form,)
     if isinstance(name, str):
-        modelled |= {"name"}
-        form += ("name",)
+        modelled = _K_RESULT_NAMED
+        form: tuple[str, ...] = (content_form, "name")
     else:
-        name = None
-    result = ToolResult(call_id, parts, False, name, rest(wire, modelled), form)
-    set_origin(result, API, wire)
-    return set_origin(Message("tool", (result,), form=message_form), API, wire)
+        modelled, form, name = _K_RESULT, (content_form,), None
+    origin = (API, wire)
+    result = new_tool_result(call_id, parts, False, name, rest(wire, modelled), form, origin)
+    return new_message("tool", (result,), EMPTY, message_form, origin)
 
 
 def _parse_tool(raw: Any, loc: str) -> ToolDef:
@@ -266,19 +296,18 @@ def _parse_tool(raw: Any, loc: str) -> ToolDef:
         if kind == "function" and "parameters" in inner:
             modelled.add("parameters")
             form += ("parameters",)
-        tool = ToolDef(
+        return new_tool_def(
             expect_str(inner.get("name"), f"{loc}.{kind}.name"),
             inner.get("description"),
             inner.get("parameters") if kind == "function" else None,
             "function",
             rest_with(wire, frozenset({"type", kind}), kind, inner, frozenset(modelled)),
             form,
+            (API, wire),
         )
-    else:
-        name = wire.get("name")
-        name = name if isinstance(name, str) else kind
-        tool = ToolDef(name, kind=kind, extra=rest(wire, _K_TYPE))
-    return set_origin(tool, API, wire)
+    name = wire.get("name")
+    name = name if isinstance(name, str) else kind
+    return new_tool_def(name, None, None, kind, rest(wire, _K_TYPE), (), (API, wire))
 
 
 # --- render --------------------------------------------------------------------------

@@ -21,6 +21,7 @@ from typing import Any
 from ...errors import ShapeError
 from ...jsonio import to_body
 from ...model import (
+    EMPTY,
     Data,
     Media,
     Message,
@@ -36,6 +37,15 @@ from ...model import (
     set_origin,
     text_of,
 )
+from .._build import (
+    new_message,
+    new_opaque,
+    new_request,
+    new_text,
+    new_tool_call,
+    new_tool_def,
+    new_tool_result,
+)
 from .._common import (
     EntryCache,
     arguments_text,
@@ -47,7 +57,7 @@ from .._common import (
     fill_call_ids,
     neutral,
     parse_arguments,
-    parse_entry,
+    parse_entries,
     parse_tools,
     plain_text,
     read_role,
@@ -130,6 +140,8 @@ _K_TYPE = frozenset({"type"})
 _K_CALL = frozenset({"type", "call_id", "name", "arguments"})
 _K_CUSTOM_CALL = frozenset({"type", "call_id", "name", "input"})
 _K_OUTPUT = frozenset({"type", "call_id", "output"})
+_K_OUTPUT_NAMED = _K_OUTPUT | {"name"}
+_TEXT_FORMS = {"input_text": ("input_text",), "output_text": ("output_text",)}
 _K_REASONING = frozenset({"type", "encrypted_content"})
 _SUMMARY_SEP = "\n\n"
 # Fields that hold the conversation on the server, so `input` may be left out.
@@ -143,7 +155,7 @@ _OTHER_HISTORIES = ("messages", "contents")
 
 def parse(body: Any, cache: EntryCache | None = None) -> Request:
     """Read a Responses API request body into a :class:`Request`."""
-    wire = to_body(body)
+    wire = body if type(body) is dict else to_body(body)  # wire.parse has read it already
     form: list[str] = []
     messages: tuple[Message, ...] = ()
     if "input" not in wire:
@@ -153,8 +165,7 @@ def parse(body: Any, cache: EntryCache | None = None) -> Request:
         messages = (Message("user", (Text(wire["input"]),)),)
         form.append("input:str")
     else:
-        items = expect_list(wire["input"], "input")
-        messages = tuple(parse_entry(cache, item, f"input.{i}", _parse_item) for i, item in enumerate(items))
+        messages = parse_entries(cache, expect_list(wire["input"], "input"), "input", _parse_item)
     system: tuple[Part, ...] = ()
     if "instructions" in wire:
         instructions = wire["instructions"]
@@ -167,8 +178,7 @@ def parse(body: Any, cache: EntryCache | None = None) -> Request:
     if "tools" in wire:
         tools = parse_tools(cache, wire["tools"], _parse_tool)
         form.append("tools")
-    request = Request(API, messages, system, tools, rest(wire, _K_BODY), tuple(form))
-    return set_origin(request, API, wire)
+    return new_request(API, messages, system, tools, rest(wire, _K_BODY), tuple(form), (API, wire))
 
 
 def _expect_server_state(wire: dict[str, Any]) -> None:
@@ -188,7 +198,10 @@ def _expect_server_state(wire: dict[str, Any]) -> None:
 
 
 def _parse_item(raw: Any, loc: str) -> Message:
-    wire = expect_dict(raw, loc)
+    # Locations are spelled out only for an error: a long history's parse is mostly these calls.
+    if not isinstance(raw, dict):
+        expect_dict(raw, loc)
+    wire = raw
     kind = wire.get("type")
     if "type" not in wire:
         # Both easy input messages and item references may leave out their `type`.
@@ -196,47 +209,59 @@ def _parse_item(raw: Any, loc: str) -> Message:
             return _parse_message(wire, loc)
         if "id" in wire:
             kind = "item_reference"
-    message: Message
     if kind == "message":
         return _parse_message(wire, loc)
+    origin = (API, wire)  # the item is its part: the message and the part both came from it
+    part: Part
     if kind in ("function_call", "custom_tool_call"):
-        message = Message("assistant", (_parse_call(kind, wire, loc),))
-    elif kind in ("function_call_output", "custom_tool_call_output"):
-        message = Message("tool", (_parse_output(kind, wire, loc),))
-    elif kind == "reasoning":
-        message = Message("assistant", (_parse_reasoning(wire, loc),))
-    elif isinstance(kind, str) and kind in _OPAQUE_ROLES:
-        message = Message(_OPAQUE_ROLES[kind], (set_origin(Opaque(kind, wire), API, wire),))
-    else:
-        raise unknown("item type", kind, f"{loc}.type", ITEM_TYPES)
-    return set_origin(message, API, wire)
+        return new_message("assistant", (_parse_call(kind, wire, loc),), EMPTY, (), origin)
+    if kind in ("function_call_output", "custom_tool_call_output"):
+        return new_message("tool", (_parse_output(kind, wire, loc),), EMPTY, (), origin)
+    if kind == "reasoning":
+        part = _parse_reasoning(wire, loc)
+        return new_message("assistant", (part,), EMPTY, (), origin)
+    if isinstance(kind, str) and kind in _OPAQUE_ROLES:
+        part = new_opaque(kind, wire, EMPTY, (), origin)
+        return new_message(_OPAQUE_ROLES[kind], (part,), EMPTY, (), origin)
+    raise unknown("item type", kind, f"{loc}.type", ITEM_TYPES)
 
 
 def _parse_message(wire: dict[str, Any], loc: str) -> Message:
     wire_role = wire.get("role")
-    role = read_role(wire_role, _ROLES, f"{loc}.role", _ROLES)
-    form: list[str] = []
-    if "type" not in wire:
-        form.append("type:absent")
+    role = _ROLES.get(wire_role) if isinstance(wire_role, str) else None
+    if role is None:
+        role = read_role(wire_role, _ROLES, f"{loc}.role", _ROLES)
+    form: tuple[str, ...] = () if "type" in wire else ("type:absent",)
     if wire_role == "developer":
-        form.append("role:developer")
-    content = wire.get("content")
+        form += ("role:developer",)
+    content: Any = wire.get("content")
     if isinstance(content, str):
-        parts: tuple[Part, ...] = (Text(content),)
-        form.append("content:str")
+        parts: tuple[Part, ...] = (new_text(content, EMPTY, (), None),)
+        form += ("content:str",)
     else:
-        items = expect_list(content, f"{loc}.content")
-        parts = tuple(_parse_part(p, f"{loc}.content.{j}") for j, p in enumerate(items))
-    return set_origin(Message(role, parts, rest(wire, _K_MESSAGE), tuple(form)), API, wire)
+        if not isinstance(content, list):
+            expect_list(content, f"{loc}.content")
+        found = []
+        for j, item in enumerate(content):
+            found.append(_parse_part(item, loc, ".content.", j))
+        parts = tuple(found)
+    return new_message(role, parts, rest(wire, _K_MESSAGE), form, (API, wire))
 
 
-def _parse_part(raw: Any, loc: str) -> Part:
-    wire = expect_dict(raw, loc)
+def _parse_part(raw: Any, loc: str, within: str, j: int) -> Part:
+    """Part ``j`` of a list at ``loc + within``, the content of a message or the output of a result."""
+    if not isinstance(raw, dict):
+        expect_dict(raw, f"{loc}{within}{j}")
+    wire = raw
     kind = wire.get("type")
-    part: Part
     if kind in ("input_text", "output_text"):
-        part = Text(expect_str(wire.get("text"), f"{loc}.text"), rest(wire, _K_TEXT), (kind,))
-    elif kind == "refusal":
+        text = wire.get("text")
+        if not isinstance(text, str):
+            expect_str(text, f"{loc}{within}{j}.text")
+        return new_text(text, rest(wire, _K_TEXT), _TEXT_FORMS[kind], (API, wire))
+    loc = f"{loc}{within}{j}"
+    part: Part
+    if kind == "refusal":
         part = Text(expect_str(wire.get("refusal"), f"{loc}.refusal"), rest(wire, _K_REFUSAL), ("refusal",))
     elif kind == "input_image":
         url = wire.get("image_url")
@@ -269,37 +294,46 @@ def _parse_file(wire: dict[str, Any]) -> Media:
 
 
 def _parse_call(kind: str, wire: dict[str, Any], loc: str) -> ToolCall:
-    call_id = expect_str(wire.get("call_id"), f"{loc}.call_id")
-    name = expect_str(wire.get("name"), f"{loc}.name")
+    call_id: Any = wire.get("call_id")
+    if not isinstance(call_id, str):
+        expect_str(call_id, f"{loc}.call_id")
+    name: Any = wire.get("name")
+    if not isinstance(name, str):
+        expect_str(name, f"{loc}.name")
     if kind == "custom_tool_call":
-        text = expect_str(wire.get("input"), f"{loc}.input")
-        call = ToolCall(call_id, name, text, extra=rest(wire, _K_CUSTOM_CALL), form=("custom",))
-    else:
-        text = expect_str(wire.get("arguments"), f"{loc}.arguments")
-        arguments, ok = parse_arguments(text)
-        call = ToolCall(call_id, name, arguments, text, ok, rest(wire, _K_CALL))
-    return set_origin(call, API, wire)
+        value = expect_str(wire.get("input"), f"{loc}.input")
+        extra = rest(wire, _K_CUSTOM_CALL)
+        return new_tool_call(call_id, name, value, None, True, extra, ("custom",), (API, wire))
+    text: Any = wire.get("arguments")
+    if not isinstance(text, str):
+        expect_str(text, f"{loc}.arguments")
+    arguments, ok = parse_arguments(text)
+    return new_tool_call(call_id, name, arguments, text, ok, rest(wire, _K_CALL), (), (API, wire))
 
 
 def _parse_output(kind: str, wire: dict[str, Any], loc: str) -> ToolResult:
-    call_id = expect_str(wire.get("call_id"), f"{loc}.call_id")
-    output = wire.get("output")
+    call_id: Any = wire.get("call_id")
+    if not isinstance(call_id, str):
+        expect_str(call_id, f"{loc}.call_id")
+    output: Any = wire.get("output")
     form: tuple[str, ...] = ("custom",) if kind == "custom_tool_call_output" else ()
     if isinstance(output, str):
-        parts: tuple[Part, ...] = (Text(output),)
+        parts: tuple[Part, ...] = (new_text(output, EMPTY, (), None),)
         form += ("output:str",)
     else:
-        items = expect_list(output, f"{loc}.output")
-        parts = tuple(_parse_part(p, f"{loc}.output.{j}") for j, p in enumerate(items))
+        if not isinstance(output, list):
+            expect_list(output, f"{loc}.output")
+        found = []
+        for j, item in enumerate(output):
+            found.append(_parse_part(item, loc, ".output.", j))
+        parts = tuple(found)
         form += ("output:list",)
     name = wire.get("name")
     if isinstance(name, str):
         # Not a documented field; some clients write it, so it goes back only where it came.
         form += ("name",)
-        result = ToolResult(call_id, parts, False, name, rest(wire, _K_OUTPUT | {"name"}), form)
-    else:
-        result = ToolResult(call_id, parts, False, None, rest(wire, _K_OUTPUT), form)
-    return set_origin(result, API, wire)
+        return new_tool_result(call_id, parts, False, name, rest(wire, _K_OUTPUT_NAMED), form, (API, wire))
+    return new_tool_result(call_id, parts, False, None, rest(wire, _K_OUTPUT), form, (API, wire))
 
 
 def _parse_reasoning(wire: dict[str, Any], loc: str) -> Thinking:
@@ -345,19 +379,20 @@ def _parse_tool(raw: Any, loc: str) -> ToolDef:
                 form += ("parameters",)
             else:
                 form += ("parameters:absent",)
-        tool = ToolDef(
+        return new_tool_def(
             expect_str(wire.get("name"), f"{loc}.name"),
             wire.get("description"),
             wire.get("parameters") if kind == "function" else None,
             "function",
             rest(wire, frozenset(modelled)),
             form,
+            (API, wire),
         )
-    else:
-        # Built-in tools (web_search, file_search, mcp, namespace...) are carried whole.
-        name = wire.get("name")
-        tool = ToolDef(name if isinstance(name, str) else kind, kind=kind, extra=rest(wire, _K_TYPE))
-    return set_origin(tool, API, wire)
+    # Built-in tools (web_search, file_search, mcp, namespace...) are carried whole.
+    name = wire.get("name")
+    return new_tool_def(
+        name if isinstance(name, str) else kind, None, None, kind, rest(wire, _K_TYPE), (), (API, wire)
+    )
 
 
 # --- render --------------------------------------------------------------------------
