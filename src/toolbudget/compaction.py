@@ -69,9 +69,9 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from itertools import islice
+from itertools import accumulate
 from operator import is_
 from typing import TYPE_CHECKING, Any
 
@@ -82,7 +82,7 @@ from .model import Message, Request, ToolCall
 from .models import context_window
 from .policy import Policy
 from .previews import STRATEGY, detect, split_envelope
-from .prices import ANTHROPIC_5M, PriceModel, marks_one_hour, price_for
+from .prices import ANTHROPIC_5M, NAMED, PriceModel, marks_one_hour, price_for
 from .schedulerecord import LOOK_BACK, Decided, Inputs
 from .schedulerecord import decode as decode_decided
 from .schedulerecord import encode as encode_decided
@@ -207,11 +207,21 @@ class _Checkpoint:
     """The schedule's state after deciding at one request point."""
 
     end: int  # message index where the point's request ends
-    levels: tuple[int, ...]  # applied level of each slot present at the point
+    snap: tuple[int, ...]
+    """The applied levels as the last event at or before the point left them. Between events
+    the results only grow in number (the new ones at ``LEVEL_NONE``), so a point without an
+    event shares its predecessor's tuple instead of copying every level at every point."""
+    count: int  # how many slots are present at the point
     folded: int  # how many of the oldest turns are folded away at the point
     unmanaged: float  # what the history so far cost with no compaction (chars at cache prices)
     eager: float  # and with per-turn aging
     known: bool = True  # False: a point before one read back from the store, not held here
+
+    @property
+    def levels(self) -> tuple[int, ...]:
+        """The applied level of each slot present at the point."""
+        missing = self.count - len(self.snap)
+        return self.snap + (LEVEL_NONE,) * missing if missing else self.snap
 
 
 class Schedule:
@@ -225,6 +235,8 @@ class Schedule:
     def __init__(self) -> None:
         self._messages: tuple[Message, ...] = ()
         self._frame: tuple[int, int, PriceModel | None] = (0, 0, None)
+        self._framed: tuple[tuple[Any, ...], tuple[int, int, PriceModel]] | None = None
+        """The objects the last frame was worked out from (by identity), and that frame."""
         self._hour: tuple[int, bool] = (0, False)
         """How many messages of the last history were checked for the one-hour cache, and the answer."""
         self._carry: _Carry | None = None
@@ -252,7 +264,9 @@ class Schedule:
         self._offered: dict[int, bytes] = {}
         """Records of decisions read from the store, by point, for the next ``levels`` call."""
         self._inputs: Inputs | None = None
-        """The digest of the last history's inputs, fed up to its last point."""
+        """The digest of the last history's inputs, fed from the carry's lists up to
+        ``_feed_to`` messages when a record is made (feeding is the same in one piece or many)."""
+        self._feed_to = 0
         self._plan = ""
         """The frame of the last decision (window, fixed characters, price model), as text."""
         self._given = ""
@@ -318,12 +332,16 @@ class Schedule:
         if policy.compaction == "off" or not slots:
             return [LEVEL_NONE] * len(slots)
         carry, self._carry = self._carry, None
-        same = self._same(request.messages)
+        messages = request.messages
+        same = self._same(messages)
+        added: list[int] = []
         if carry is not None and same >= carry.messages:
-            starts = carry.starts + turn_starts(request.messages, carry.messages, carry.assistant_last)
+            added = turn_starts(messages, carry.messages, carry.assistant_last)
+            starts = carry.starts  # the carry's own list: it goes on in place
+            starts += added
         else:
             carry = None
-            starts = turn_starts(request.messages)
+            starts = turn_starts(messages)
         if policy.compaction == "eager":
             now = eager_levels(slots, len(starts), policy)
             # In eager mode the form changes whenever a result crosses an age.
@@ -332,19 +350,28 @@ class Schedule:
                 a != b for a, b, s in zip(now, before, slots, strict=True) if s.turn_no < len(starts) - 1
             )
             return now
-        points = [*starts[1:], len(request.messages)]
-        window_chars = chars_for(context_window(policy, request.model))
-        # The system prompt and the tool definitions fill the window too.
-        fixed = fixed_chars(request)
         # Whether a message asks for the one-hour cache, checked on the new messages alone.
         checked, hour = self._hour if self._hour[0] <= same else (0, False)
-        hour = hour or marks_one_hour(request.messages, checked)
-        self._hour = (len(request.messages), hour)
-        price = price_for(policy, request.api, request.model, request, hour_in_messages=hour)
+        hour = hour or marks_one_hour(messages, checked)
+        self._hour = (len(messages), hour)
         # Every earlier decision depends on these too: when they change, none of the memo holds.
-        frame = (window_chars, fixed, price)
-        resume = self._resume(same, points) if frame == self._frame else 0
-        self._frame = frame
+        frame = self._frame_of(request, policy, hour)
+        window_chars, fixed, price = frame
+        if carry is not None:
+            # The last history's points (``_ends``, the carry's too) go on in place: its last
+            # one still holds when the new messages begin with the turn it ended before.
+            points = self._ends
+            held = len(points)
+            last_end = points.pop()
+            points += added if len(starts) > len(added) else added[1:]
+            points.append(len(messages))
+            resume = (held if points[held - 1] == last_end else held - 1) if frame == self._frame else 0
+        else:
+            points = [*starts[1:], len(messages)]
+            resume = self._resume(same, points) if frame == self._frame else 0
+        if frame is not self._frame:
+            self._plan = f"{window_chars}\x00{fixed}\x00{price!r}"
+            self._frame = frame
         new = resume < len(points)
         if arrival is not None:
             # A point decided untimed before (a token count of this history) is new to timing.
@@ -352,69 +379,50 @@ class Schedule:
         if price.cold_after(gap) and new:
             # A new request after the cache expired (a retry of a decided one is not new).
             self._cold.add(points[-1])
-        cold = frozenset(self._cold)
-        if cold != self._cold_used:
+        if len(self._cold) != len(self._cold_used):  # the points only ever gain members
+            cold = frozenset(self._cold)
             changed = cold ^ self._cold_used
             resume = next((j for j, e in enumerate(points[:resume]) if e in changed), resume)
             self._cold_used = cold
+        cold = self._cold_used
         if resume and not self._points[resume - 1].known:
             resume = 0  # the history changed before the point read back: nothing here holds
-        self._plan = f"{window_chars}\x00{fixed}\x00{price!r}"
         if not resume and self._offered:
             resume = self._restore(points, starts, slots, sizes, policy, cold)
-        last = self._points[resume - 1] if resume else None
+        kept = self._points
+        last = kept[resume - 1] if resume else None
         unmanaged, eager = (last.unmanaged, last.eager) if last else (0.0, 0.0)
-        kept = self._points[:resume]
-        kept_ends = self._ends[:resume]
-        events = [e for e in self.events if e < resume]
-        thresholds = {policy.microcompact_truncate_turns, policy.microcompact_summarize_turns}
-        if carry is not None and resume == len(self._points) and resume and carry.holds(slots, sizes, policy):
+        events = self.events
+        whole = resume == len(kept)
+        if not whole:
+            del kept[resume:]
+            # Every event is at a point of the memo: only a shorter memo leaves some behind.
+            events = self.events = [e for e in events if e < resume]
+        if carry is not None and whole and resume and carry.grows(slots, sizes, policy):
             # The last history, grown: its sums and running state go on from where they stopped.
-            cum, msgs, size_prefix = carry.cum, carry.msgs, carry.size_prefix
-            by_turn, tally = carry.by_turn, carry.tally
-            for size in sizes[len(cum) - 1 :]:
-                cum.append(cum[-1] + size)
-            for k in range(len(msgs), len(slots)):
-                slot = slots[k]
-                msgs.append(slot.msg)
-                size_prefix.append(size_prefix[-1] + slot.size)
-                if slot.eligible:
-                    by_turn.setdefault(slot.turn_no, []).append(k)
-            tally.slots = slots
-            state = tally.state
-            fold = carry.fold
+            cum, msgs, fold, tally = carry.cum, carry.msgs, carry.fold, carry.tally
+            slots = carry.slots
+            # The levels as the carry's last point left them (a memo read back since is not them).
+            snap = last.snap if last is carry.point and last is not None else tuple(tally.state)
         else:
             self._inputs = None  # the history is not the last one grown: its digest starts again
-            carry = None
-            cum = [0]
-            for size in sizes:
-                cum.append(cum[-1] + size)
             state = list(last.levels) if last else []
-            fold = [last.folded if last else 0]
-            msgs = [s.msg for s in slots]
-            size_prefix = [0]
-            for slot in slots:
-                size_prefix.append(size_prefix[-1] + slot.size)
+            snap = last.snap if last else ()
             # Each point's age levels serve its decision, and its eager step and the next one's.
             then = eager_levels(slots[: len(state)], resume, policy) if resume else []
-            tally = _Tally(slots, policy, state, then, price)
-            by_turn = {}
-            for k, slot in enumerate(slots):
-                if slot.eligible:
-                    by_turn.setdefault(slot.turn_no, []).append(k)
+            carry = _Carry.start(messages, starts, slots, sizes, policy, state, then, price, last)
+            cum, msgs, fold, tally = carry.cum, carry.msgs, carry.fold, carry.tally
+            slots = carry.slots
+        by_turn, state, span = carry.by_turn, tally.state, carry.span
         for j in range(resume, len(points)):
             end = points[j]
             prev_end = points[j - 1] if j else 0
             chilled = j > 0 and end in cold
             patient = j > 0 and eager > (1 + EAGER_LOSING) * unmanaged
             quiet = j > 0 and fixed + cum[end] < QUIET_BELOW_CHARS and eager > (1 + QUIET_EAGER) * unmanaged
-            step = tally.advance(
-                j, bisect_left(msgs, end), by_turn, thresholds, end, prev_end, cum, cold=chilled
-            )
-            present = _Head(slots, len(state))
-            span = _Span(starts, fold, msgs, size_prefix)
+            step = tally.advance(j, bisect_left(msgs, end), by_turn, end, prev_end, cum, cold=chilled)
             if _decide(
-                present,
+                slots,
                 state,
                 tally.eager,
                 j + 1,
@@ -431,36 +439,22 @@ class Schedule:
                 quiet=quiet,
             ):
                 events.append(j)
+                snap = tuple(state)
             unmanaged += _unmanaged_step(end, prev_end, cum, price, first=j == 0 or chilled)
             eager += step
-            kept.append(_Checkpoint(end, tuple(state), fold[0], unmanaged, eager))
-            kept_ends.append(end)
-        inputs = self._inputs if carry is not None and self._inputs is not None else self._restored
+            kept.append(_Checkpoint(end, snap, len(state), fold[0], unmanaged, eager))
+        if self._inputs is None:
+            self._inputs = self._restored or Inputs()
         self._restored = None
-        if inputs is None:
-            inputs = Inputs()
-        inputs.feed(len(request.messages), sizes, starts, slots)
-        self._inputs = inputs
-        self._messages = request.messages
-        self._points, self._ends = kept, kept_ends
-        self.events = events
+        self._feed_to = len(messages)
+        self._messages = messages
+        self._ends = points
         self.fired_now = bool(events) and events[-1] == len(points) - 1
         self.folded = fold[0]
-        messages = request.messages
-        self._carry = _Carry(
-            len(messages),
-            bool(messages) and messages[-1].role == "assistant",
-            starts,
-            list(slots),
-            list(sizes),
-            policy,
-            cum,
-            msgs,
-            size_prefix,
-            by_turn,
-            tally,
-            fold,
-        )
+        carry.messages = len(messages)
+        carry.assistant_last = bool(messages) and messages[-1].role == "assistant"
+        carry.point = kept[-1] if kept else None
+        self._carry = carry
         return [*state, *([LEVEL_NONE] * (len(slots) - len(state)))]
 
     def stored_keys(
@@ -508,6 +502,7 @@ class Schedule:
         carry, points, inputs = self._carry, self._points, self._inputs
         if carry is None or inputs is None or self.key_for is None or not points:
             return None
+        inputs.feed(self._feed_to, carry.sizes, carry.starts, carry.slots)
         text = self._policy_text(carry.policy)
         last = points[-1]
         if not text or not last.known or last.end != carry.messages or inputs.messages != last.end:
@@ -564,9 +559,16 @@ class Schedule:
                 or any(not 0 <= e <= j for e in decided.events)
             ):
                 continue
-            self._points = [_Checkpoint(e, (), 0, 0.0, 0.0, known=False) for e in points[:j]]
+            self._points = [_Checkpoint(e, (), 0, 0, 0.0, 0.0, known=False) for e in points[:j]]
             self._points.append(
-                _Checkpoint(end, decided.levels, decided.folded, decided.unmanaged, decided.eager)
+                _Checkpoint(
+                    end,
+                    decided.levels,
+                    len(decided.levels),
+                    decided.folded,
+                    decided.unmanaged,
+                    decided.eager,
+                )
             )
             self._ends = list(points[: j + 1])
             self.events = list(decided.events)
@@ -596,14 +598,36 @@ class Schedule:
     def _same(self, messages: tuple[Message, ...]) -> int:
         """How many of ``messages`` begin the last history (the same objects)."""
         old = self._messages
-        limit = min(len(old), len(messages))
-        # A history that grew holds the last one's very objects: told at C speed, in one pass.
-        if all(map(is_, old[:limit], messages[:limit])):
-            return limit
+        # A history that grew holds the last one's very objects: told at C speed, in one pass
+        # (``map`` stops at the shorter one, so nothing is sliced).
+        if all(map(is_, old, messages)):
+            return min(len(old), len(messages))
         same = 0
-        while same < limit and old[same] is messages[same]:
+        while old[same] is messages[same]:
             same += 1
         return same
+
+    def _frame_of(self, request: Request, policy: Policy, hour: bool) -> tuple[int, int, PriceModel]:
+        """The request's frame: the context window and the fixed characters (both in characters),
+        and the price model.
+
+        A session's next request holds the very objects its last one did (the
+        policy, the system prompt, the tool definitions, the other fields), so
+        the frame worked out for those objects is the last one. A price model
+        read from a file is read again, as its file may have changed.
+        """
+        key = (policy, request.api, request.extra, request.system, request.tools, hour)
+        framed = self._framed
+        if framed is not None and all(map(is_, key, framed[0])):
+            return framed[1]
+        window_chars = chars_for(context_window(policy, request.model))
+        # The system prompt and the tool definitions fill the window too.
+        fixed = fixed_chars(request)
+        price = price_for(policy, request.api, request.model, request, hour_in_messages=hour)
+        frame = (window_chars, fixed, price)
+        named = policy.cache_price is None or policy.cache_price in NAMED
+        self._framed = (key, frame) if named else None
+        return frame
 
     def _resume(self, same: int, points: Sequence[int]) -> int:
         """How many request points of the memo still hold for a history whose first ``same``
@@ -641,14 +665,15 @@ class _Carry:
     The walk over request points keeps running sums (``_Tally``) and lists
     indexed by message and result. When the next history is the last one plus
     new messages (the same messages, results and sizes before them), they are
-    extended instead of rebuilt: the decisions are the ones a walk from the
-    start gives, at the cost of the new points alone.
+    extended in place instead of rebuilt: the decisions are the ones a walk
+    from the start gives, at the cost of the new points alone, and no list of
+    the whole history is copied.
     """
 
     messages: int
     assistant_last: bool
     starts: list[int]
-    slots: list[SlotInfo]
+    slots: tuple[SlotInfo, ...]
     sizes: list[int]
     policy: Policy
     cum: list[int]
@@ -657,50 +682,71 @@ class _Carry:
     by_turn: dict[int, list[int]]
     tally: _Tally
     fold: list[int]
+    span: _Span  # over ``starts``, ``fold``, ``msgs`` and ``size_prefix``, which grow in place
+    point: _Checkpoint | None = None
+    """The checkpoint of the last point the carry's state was left at."""
 
-    def holds(self, slots: Sequence[SlotInfo], sizes: Sequence[int], policy: Policy) -> bool:
-        """Whether ``slots`` and ``sizes`` begin with the last ones (the same objects, the same sizes)."""
-        old = self.slots
-        return (
-            policy is self.policy
-            and len(slots) >= len(old)
-            and len(sizes) >= len(self.sizes)
-            and list(slots[: len(old)]) == old
-            and list(sizes[: len(self.sizes)]) == self.sizes
+    @classmethod
+    def start(
+        cls,
+        messages: Sequence[Message],
+        starts: list[int],
+        slots: Sequence[SlotInfo],
+        sizes: Sequence[int],
+        policy: Policy,
+        state: list[int],
+        then: list[int],
+        price: PriceModel,
+        last: _Checkpoint | None,
+    ) -> _Carry:
+        """The running lists of a history walked from the point ``last`` (from the start: ``None``)."""
+        slots = tuple(slots)
+        by_turn: dict[int, list[int]] = {}
+        for k, slot in enumerate(slots):
+            if slot.eligible:
+                by_turn.setdefault(slot.turn_no, []).append(k)
+        msgs = [s.msg for s in slots]
+        size_prefix = list(accumulate((s.size for s in slots), initial=0))
+        fold = [last.folded if last else 0]
+        return cls(
+            len(messages),
+            bool(messages) and messages[-1].role == "assistant",
+            starts,
+            slots,
+            list(sizes),
+            policy,
+            list(accumulate(sizes, initial=0)),
+            msgs,
+            size_prefix,
+            by_turn,
+            _Tally(slots, policy, state, then, price),
+            fold,
+            _Span(starts, fold, msgs, size_prefix),
         )
 
-
-class _Head(Sequence[SlotInfo]):
-    """The first ``count`` results, without copying them at every request point."""
-
-    def __init__(self, slots: Sequence[SlotInfo], count: int) -> None:
-        self.slots, self.length = slots, count
-
-    def __len__(self) -> int:
-        return self.length
-
-    def __getitem__(self, k: Any) -> Any:
-        if isinstance(k, slice):
-            return list(self)[k]
-        if not -self.length <= k < self.length:
-            raise IndexError(k)
-        return self.slots[k % self.length]
-
-    def __iter__(self) -> Iterator[SlotInfo]:
-        return islice(self.slots, self.length)
-
-
-class _SizesAt(Sequence[int]):
-    """``size_at`` of each present result at its applied level, worked out only where asked."""
-
-    def __init__(self, present: Sequence[SlotInfo], state: Sequence[int], policy: Policy) -> None:
-        self.present, self.state, self.policy = present, state, policy
-
-    def __len__(self) -> int:
-        return len(self.present)
-
-    def __getitem__(self, k: Any) -> Any:
-        return size_at(self.present[k], self.state[k], self.policy)
+    def grows(self, slots: Sequence[SlotInfo], sizes: Sequence[int], policy: Policy) -> bool:
+        """Whether ``slots`` and ``sizes`` begin with the last ones (equal results, the same
+        sizes) under the same policy; if so, the running lists are extended to them."""
+        old, known = self.slots, self.sizes
+        count, length = len(old), len(known)
+        if policy is not self.policy or len(slots) < count or len(sizes) < length:
+            return False
+        grown = slots if type(slots) is tuple else tuple(slots)
+        head = sizes[:length] if type(sizes) is list else list(sizes[:length])
+        if grown[:count] != old or head != known:
+            return False
+        cum, msgs, size_prefix, by_turn = self.cum, self.msgs, self.size_prefix, self.by_turn
+        for size in sizes[length:]:
+            known.append(size)
+            cum.append(cum[-1] + size)
+        for k in range(count, len(grown)):
+            slot = grown[k]
+            msgs.append(slot.msg)
+            size_prefix.append(size_prefix[-1] + slot.size)
+            if slot.eligible:
+                by_turn.setdefault(slot.turn_no, []).append(k)
+        self.slots = self.tally.slots = grown
+        return True
 
 
 class _Tally:
@@ -712,6 +758,11 @@ class _Tally:
     or an event applies, so a point costs what changed at it, not a walk over
     the whole history: the schedule of a long session, worked out from
     scratch, is linear in its length.
+
+    Each result's size at every level (``size_at``) is worked out once, when
+    it arrives; and what bounds every start's net value (see ``_reach``) only
+    when a pending change changes, so a point where no start can pay is told
+    without walking the pending changes.
     """
 
     def __init__(
@@ -722,24 +773,60 @@ class _Tally:
         then: list[int],
         price: PriceModel = ANTHROPIC_5M,
     ) -> None:
-        self.slots, self.policy, self.state, self.price = slots, policy, state, price
-        self.eager = then  # each present result's age level at the current point
-        self.applied = [0]  # applied[k]: characters saved by the applied levels before result k
-        self.eager_saved = [0]  # the same under the age levels
-        for k, level in enumerate(state):
-            slot = slots[k]
-            self.applied.append(self.applied[-1] + slot.size - size_at(slot, level, policy))
-            self.eager_saved.append(self.eager_saved[-1] + slot.size - size_at(slot, then[k], policy))
+        self.slots, self.policy, self.price = slots, policy, price
+        self.state = state  # each present result's applied level (a decision changes it in place)
+        self.eager = then  # and its age level at the current point
+        self.at: dict[int, tuple[int, int, int, int]] = {}
+        """``at[k][level]``: ``size_at`` of result k at each level, worked out when first needed
+        (a result that stays at ``LEVEL_NONE``, most of them, never needs it)."""
+        self.saves: dict[int, tuple[int, int, int, int]] = {}
+        """``saves[k][level]``: what result k's level saves, its size less ``at[k][level]``."""
+        # applied[k]: characters the applied levels save before result k; eager_saved[k]: the
+        # same under the age levels.
+        self.applied = [0] * (len(state) + 1)
+        self.eager_saved = [0] * (len(state) + 1)
+        self._resum(self.applied, state, 0)
+        self._resum(self.eager_saved, then, 0)
         self.pending = {k for k, level in enumerate(state) if then[k] > level}
         self.cursors = [0, 0, 0]
         """Where each stage past the watermark resumes (see ``_down_to_low``)."""
+        self.truncate = policy.microcompact_truncate_turns
+        self.summarize = policy.microcompact_summarize_turns
+        self.ages = tuple({self.truncate, self.summarize})  # where a result's age level changes
+        # What ``_best_cut`` weighs with, the same at every point.
+        free_write = price.write <= 1
+        self.least = FREE_WRITE_HORIZON_MIN if free_write else HORIZON_MIN
+        self.floor = policy.compact_clear_at_least * (FREE_WRITE_FLOOR if free_write else 1)
+        self.share = PAID_SHARE if free_write else 0.0
+        self.premium = price.write - price.read
+        self.owing = bool(self.share) or self.premium < 0
+        """Whether what the changes have paid by waiting can tell. With no share asked (a
+        write premium) and a rewrite that costs, only a start that reclaims less than
+        nothing could be held back by it, and its net value is below zero anyway."""
+        self.reach: tuple[int, int] | None = None
+        self.stale = True
+        """Whether ``reach`` is to be worked out again: a pending change changed."""
+
+    def sizes(self, k: int) -> tuple[int, int, int, int]:
+        """``size_at`` of result k at each level."""
+        at = self.at.get(k)
+        return at if at is not None else self._measure(k)
+
+    def _measure(self, k: int) -> tuple[int, int, int, int]:
+        """Work out ``at`` and ``saves`` of result k; its ``at``."""
+        slot = self.slots[k]
+        size = slot.size
+        shown = size_at(slot, LEVEL_PREVIEW, self.policy)
+        line = size_at(slot, LEVEL_SUMMARY, self.policy)
+        at = self.at[k] = (size, shown, line, 0)
+        self.saves[k] = (0, size - shown, size - line, size)
+        return at
 
     def advance(
         self,
         j: int,
         count: int,
         by_turn: dict[int, list[int]],
-        thresholds: set[int],
         end: int,
         prev_end: int,
         cum: Sequence[int],
@@ -750,54 +837,192 @@ class _Tally:
 
         At a ``cold`` point the provider has nothing cached: the whole request is written."""
         policy, slots, state, eager = self.policy, self.slots, self.state, self.eager
+        eager_saved = self.eager_saved
         before = len(state)
-        for _ in range(before, count):
-            state.append(LEVEL_NONE)
-            eager.append(LEVEL_NONE)
-            self.applied.append(self.applied[-1])
-            self.eager_saved.append(self.eager_saved[-1])
-        # Results whose age level changes here: those crossing an age, and the new ones.
-        candidates = {k for age in thresholds for k in by_turn.get(j - age, ()) if k < before}
-        candidates.update(range(before, count))
-        changed = []
-        for k in sorted(candidates):
-            slot = slots[k]
-            level = level_for_age(j - slot.turn_no, policy) if slot.eligible else LEVEL_NONE
-            if level != eager[k]:
-                changed.append((k, level))
+        # Results whose age level changes here: those crossing an age, and the new ones. Only
+        # results that may be compacted are kept by turn; no result is of two ages.
+        changed: list[tuple[int, int]] = []
+        crossing: list[int] = []
+        for age in self.ages:
+            crossing += by_turn.get(j - age, ())
+        if crossing:
+            for k in sorted(crossing) if len(self.ages) > 1 else crossing:
+                if k < before:
+                    level = level_for_age(j - slots[k].turn_no, policy)
+                    if level != eager[k]:
+                        changed.append((k, level))
+        if count > before:
+            added = count - before
+            state += [LEVEL_NONE] * added
+            eager += [LEVEL_NONE] * added
+            self.applied += [self.applied[-1]] * added
+            eager_saved += [eager_saved[-1]] * added
+            for k in range(before, count):
+                slot = slots[k]
+                if slot.eligible:  # its turn may be an old one: a result can come late
+                    level = level_for_age(j - slot.turn_no, policy)
+                    if level:
+                        changed.append((k, level))
         # Per-turn aging's cost: the previous request read from the cache up to its first change.
-        moved = [k for k, _ in changed if k < before]
         prefix = 0
         if j:
-            first = moved[0] if moved else None
-            prefix = (
-                cum[slots[first].msg] - self.eager_saved[first]
-                if first is not None
-                else cum[prev_end] - self.eager_saved[before]
-            )
-        for k, level in changed:
-            eager[k] = level
-            if level > state[k]:
-                self.pending.add(k)
+            first = changed[0][0] if changed else before
+            if first < before:
+                prefix = cum[slots[first].msg] - eager_saved[first]
+            else:
+                prefix = cum[prev_end] - eager_saved[before]
         if changed:
-            self._resum(self.eager_saved, eager, changed[0][0])
-        length = cum[end] - self.eager_saved[count]
+            for k, level in changed:
+                eager[k] = level
+                if level > state[k]:
+                    self.pending.add(k)
+            self.stale = True
+            self._resum(eager_saved, eager, changed[0][0])
+        length = cum[end] - eager_saved[count]
         if not j or cold:
             return self.price.bill(0, length)
         return self.price.bill(prefix, length)
+
+    def decide(
+        self,
+        turns: int,
+        end: int,
+        prev_end: int,
+        cum: Sequence[int],
+        window_chars: int,
+        fixed: int,
+        span: _Span | None,
+        *,
+        patient: bool,
+        cold: bool,
+        quiet: bool,
+    ) -> bool:
+        """:func:`_decide` at the current point, from the running sums."""
+        state, policy, slots = self.state, self.policy, self.slots
+        count = len(state)
+        saved = self.applied[count]
+        length = fixed + cum[end] - saved - (span.removed(slots, cum) if span is not None else 0)
+        high = length > policy.compact_high_watermark * window_chars
+        if not high and not cold:
+            if not self.pending or patient:
+                return False
+            cut = self.best_cut(turns, cum[prev_end] - saved, cum, quiet)
+            if cut is None:
+                return False
+            changing = [k for k in sorted(self.pending) if slots[k].msg >= cut]
+        else:
+            changing = sorted(self.pending)
+        eager = self.eager
+        for k in changing:
+            state[k] = eager[k]
+        self.settled(changing, changing[0] if changing else count)
+        folded = span.fold[0] if span is not None else 0
+        first = count
+        if high or cold:
+            first = _down_to_low(slots, state, turns, fixed + cum[end], window_chars, policy, cum, span, self)
+            self.settled((), first)
+        if high:
+            return True
+        # Cold: an event only where something changed.
+        return bool(changing) or first < count or (span is not None and span.fold[0] != folded)
+
+    def best_cut(self, turns: int, cached: int, cum: Sequence[int], quiet: bool) -> int | None:
+        """:func:`_best_cut` over the pending changes, from the sizes worked out once.
+
+        The same figures in the same order of operations (``_paid_so_far``
+        inlined), so every comparison comes out as there. A start's net value
+        is at most what the most any start reclaims is worth less what the
+        latest start rewrites (see ``_reach``): when that is not above zero,
+        no start pays, and the changes are not walked.
+        """
+        price = self.price
+        horizon = min(HORIZON_MAX, max(self.least, int(turns * HORIZON_SHARE)))
+        read, write = price.read, price.write
+        value = read * horizon + write
+        premium = self.premium
+        if premium >= 0:
+            if self.stale:
+                self.reach = self._reach(cum)
+                self.stale = False
+            if self.reach is None:
+                return None
+            most, latest = self.reach
+            if most * value - premium * max(0, cached - latest) <= 0:
+                return None
+        floor, share, owing = self.floor, self.share, self.owing
+        floored = price.ttl is not None  # without a cache every character reclaimed is saved: no floor
+        summarize, truncate = self.summarize, self.truncate
+        at, state, eager, slots, shift = self.at, self.state, self.eager, self.slots, self.applied
+        best: tuple[float, int] | None = None
+        reclaim = 0
+        paid = 0.0
+        for k in sorted(self.pending, reverse=True):
+            sizes = at.get(k) or self._measure(k)
+            held = sizes[state[k]]
+            target = eager[k]
+            reclaim += held - sizes[target]
+            slot = slots[k]
+            if owing:
+                age = turns - 1 - slot.turn_no
+                owed = 0.0
+                for level in range(LEVEL_PREVIEW, target + 1):
+                    smaller = sizes[level]
+                    if smaller < held:
+                        since = summarize if level == LEVEL_SUMMARY else truncate
+                        owed += read * (held - smaller) * max(0, age - since)
+                        held = smaller
+                paid += owed
+            if reclaim < floor and floored:
+                continue
+            start = cum[slot.msg] - shift[k]
+            rewrite = premium * max(0, cached - start)
+            if quiet and rewrite > write * reclaim:
+                continue
+            if write * reclaim + paid < share * rewrite:
+                continue
+            net = reclaim * value - rewrite
+            if net > 0 and (best is None or net > best[0]):
+                best = (net, slot.msg)
+        return None if best is None else best[1]
+
+    def _reach(self, cum: Sequence[int]) -> tuple[int, int] | None:
+        """Over the starts that reclaim enough to be weighed: the most any of them reclaims, and
+        where the latest one is in the prompt; ``None`` when there is no such start.
+
+        Both change only with the pending changes and the applied levels, not
+        from one point to the next as the horizon and the cached prefix do.
+        """
+        floor, floored = self.floor, self.price.ttl is not None
+        state, eager, slots, shift = self.state, self.eager, self.slots, self.applied
+        reach: tuple[int, int] | None = None
+        reclaim = 0
+        for k in sorted(self.pending, reverse=True):
+            sizes = self.sizes(k)
+            reclaim += sizes[state[k]] - sizes[eager[k]]
+            if reclaim < floor and floored:
+                continue
+            start = cum[slots[k].msg] - shift[k]
+            reach = (reclaim, start) if reach is None else (max(reach[0], reclaim), max(reach[1], start))
+        return reach
 
     def settled(self, changing: Sequence[int], first: int) -> None:
         """After an event: the applied levels changed, from result ``first`` on."""
         state, eager = self.state, self.eager
         self.pending.difference_update(changing)
         self.pending = {k for k in self.pending if eager[k] > state[k]}
+        self.stale = True
         self._resum(self.applied, state, first)
 
     def _resum(self, sums: list[int], levels: Sequence[int], start: int) -> None:
-        slots, policy = self.slots, self.policy
+        saves = self.saves
+        total = sums[start]
         for k in range(start, len(levels)):
-            slot = slots[k]
-            sums[k + 1] = sums[k] + slot.size - size_at(slot, levels[k], policy)
+            level = levels[k]
+            if level:  # LEVEL_NONE saves nothing
+                if k not in saves:
+                    self._measure(k)
+                total += saves[k][level]
+            sums[k + 1] = total
 
 
 def _decide(
@@ -836,39 +1061,31 @@ def _decide(
     applied, and older ones that would cost more to rewrite than they save
     stay pending (a later event may take them along).
     """
-    if tally is None:
-        sizes: Sequence[int] = [size_at(s, lv, policy) for s, lv in zip(present, state, strict=True)]
-        saved = sum(s.size - size for s, size in zip(present, sizes, strict=True))
-        changing = [k for k, (lv, tg) in enumerate(zip(state, targets, strict=True)) if tg > lv]
-        shift: Sequence[int] | None = None
-    else:
+    if tally is not None:
         # The running sums: the same figures, without a walk over every result at every point.
-        sizes = _SizesAt(present, state, policy)
-        saved = tally.applied[len(state)]
-        changing = sorted(tally.pending)
-        shift = tally.applied
+        return tally.decide(
+            turns, end, prev_end, cum, window_chars, fixed, span, patient=patient, cold=cold, quiet=quiet
+        )
+    sizes = [size_at(s, lv, policy) for s, lv in zip(present, state, strict=True)]
+    saved = sum(s.size - size for s, size in zip(present, sizes, strict=True))
+    changing = [k for k, (lv, tg) in enumerate(zip(state, targets, strict=True)) if tg > lv]
     length = fixed + cum[end] - saved - (span.removed(present, cum) if span is not None else 0)
     high = length > policy.compact_high_watermark * window_chars
     if not high and not cold:
         if not changing or patient:
             return False
-        price = tally.price if tally is not None else ANTHROPIC_5M
         cut = _best_cut(
-            present, sizes, targets, changing, turns, cum[prev_end] - saved, cum, policy, shift, price, quiet
+            present, sizes, targets, changing, turns, cum[prev_end] - saved, cum, policy, quiet=quiet
         )
         if cut is None:
             return False
         changing = [k for k in changing if present[k].msg >= cut]
     for k in changing:
         state[k] = targets[k]
-    if tally is not None:
-        tally.settled(changing, min(changing, default=len(state)))
     folded = span.fold[0] if span is not None else 0
     first = len(state)
     if high or cold:
-        first = _down_to_low(present, state, turns, fixed + cum[end], window_chars, policy, cum, span, tally)
-        if tally is not None:
-            tally.settled((), first)
+        first = _down_to_low(present, state, turns, fixed + cum[end], window_chars, policy, cum, span)
     if high:
         return True
     # Cold: an event only where something changed.
@@ -1066,7 +1283,11 @@ def _down_to_low(
             allowed = slot.shrinkable if any_size else slot.eligible
             if allowed and state[k] < wanted:
                 if turns - 1 - slot.turn_no >= min_age:
-                    change = size_at(slot, state[k], policy) - size_at(slot, wanted, policy)
+                    if tally is not None:
+                        sizes = tally.sizes(k)
+                        change = sizes[state[k]] - sizes[wanted]
+                    else:
+                        change = size_at(slot, state[k], policy) - size_at(slot, wanted, policy)
                     current -= change
                     saved += change
                     state[k] = wanted
@@ -1084,7 +1305,9 @@ def _down_to_low(
         last = span.starts[span.fold[0]]
         while k < len(state) and present[k].msg < last:
             if state[k] != LEVEL_FOLDED:
-                saved += size_at(present[k], state[k], policy)
+                saved += (
+                    tally.sizes(k)[state[k]] if tally is not None else size_at(present[k], state[k], policy)
+                )
                 state[k] = LEVEL_FOLDED
                 first = min(first, k)
             k += 1

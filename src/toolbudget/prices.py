@@ -89,7 +89,7 @@ class PriceModel:
 
     def bill(self, prefix: float, total: float) -> float:
         """One request of ``total`` tokens whose first ``prefix`` are read from the cache."""
-        if not self.cached:
+        if self.ttl is None:  # not ``cached``: a property costs a call on every request point
             return self.write * total
         return self.read * prefix + self.write * (total - prefix)
 
@@ -139,17 +139,19 @@ def _from_file(path: str, _mtime: int) -> PriceModel:
 
 def _marked(extra: Mapping[str, Any]) -> bool:
     control = extra.get("cache_control")
-    return isinstance(control, Mapping) and control.get("ttl") == "1h"
+    # Most parts say nothing of the cache: told without the (slow) check against the ABC.
+    return control is not None and isinstance(control, Mapping) and control.get("ttl") == "1h"
 
 
 def marks_one_hour(messages: Sequence[Message], begin: int = 0) -> bool:
     """Whether a part of ``messages[begin:]`` asks for the one-hour cache: a history that only
     grew is checked on its new messages alone (see :func:`asks_one_hour`)."""
-    return any(
-        _marked(getattr(part, "extra", {}) or {})
-        for i in range(begin, len(messages))
-        for part in messages[i].parts
-    )
+    for i in range(begin, len(messages)):
+        for part in messages[i].parts:
+            extra = getattr(part, "extra", None)
+            if extra and _marked(extra):
+                return True
+    return False
 
 
 def asks_one_hour(request: Request, in_messages: bool | None = None) -> bool:
