@@ -3,11 +3,11 @@
 A frozen dataclass's ``__init__`` writes each field through
 ``object.__setattr__`` (to get past the frozen ``__setattr__``), and the
 parsers then set ``origin`` the same way: about 1 µs an object on the 2-core
-machine these figures come from. A long history's parse builds thousands of
+machine these figures come from. A long history's parse builds hundreds of
 them, and those constructors were half of it.
 
 Each function here makes the very object the constructor would, with its
-``origin`` set, in a third to a half of the time: it fills a *draft*, an
+``origin`` set, in about a quarter of the time: it fills a *draft*, an
 instance of a plain class with the same slots (plain attribute stores, the
 fastest there are), then makes the draft an instance of the model class by
 assigning its ``__class__``, which Python allows between classes of the same
