@@ -73,7 +73,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
 from operator import is_
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import orjson
 
@@ -749,6 +749,19 @@ class _Carry:
         return True
 
 
+class _Start(NamedTuple):
+    """A start ``_best_cut`` weighs: the pending change of one result, and all after it."""
+
+    reclaim: int  # what the pending changes from here on reclaim
+    start: int  # where the result is in the prompt, as compacted now
+    msg: int  # its message, where the event would start
+    weighed: bool  # whether it reclaims enough to be weighed (the floor)
+    turn_no: int  # its turn, for its age
+    owes: tuple[tuple[float, int], ...]
+    """What the change costs a request while it waits, by level: the cost from that level's
+    age (``_paid_so_far``'s terms, less the age)."""
+
+
 class _Tally:
     """Running sums over the results present, kept from one request point to the next.
 
@@ -760,9 +773,8 @@ class _Tally:
     scratch, is linear in its length.
 
     Each result's size at every level (``size_at``) is worked out once, when
-    it arrives; and what bounds every start's net value (see ``_reach``) only
-    when a pending change changes, so a point where no start can pay is told
-    without walking the pending changes.
+    a decision first needs it; and the pending changes are laid out for
+    ``best_cut`` (see ``_lay``) only when they change, not at every point.
     """
 
     def __init__(
@@ -792,7 +804,6 @@ class _Tally:
         """Where each stage past the watermark resumes (see ``_down_to_low``)."""
         self.truncate = policy.microcompact_truncate_turns
         self.summarize = policy.microcompact_summarize_turns
-        self.ages = tuple({self.truncate, self.summarize})  # where a result's age level changes
         # What ``_best_cut`` weighs with, the same at every point.
         free_write = price.write <= 1
         self.least = FREE_WRITE_HORIZON_MIN if free_write else HORIZON_MIN
@@ -801,11 +812,13 @@ class _Tally:
         self.premium = price.write - price.read
         self.owing = bool(self.share) or self.premium < 0
         """Whether what the changes have paid by waiting can tell. With no share asked (a
-        write premium) and a rewrite that costs, only a start that reclaims less than
-        nothing could be held back by it, and its net value is below zero anyway."""
+        write premium) and a rewrite that costs nothing or more, the paid share holds back
+        only a start that reclaims less than nothing, whose net value is below zero anyway:
+        then the sum is not worked out, and a start not weighed is not walked."""
+        self.walk: list[_Start] = []
         self.reach: tuple[int, int] | None = None
         self.stale = True
-        """Whether ``reach`` is to be worked out again: a pending change changed."""
+        """Whether ``walk`` and ``reach`` are to be laid out again: a pending change changed."""
 
     def sizes(self, k: int) -> tuple[int, int, int, int]:
         """``size_at`` of result k at each level."""
@@ -842,27 +855,28 @@ class _Tally:
         # Results whose age level changes here: those crossing an age, and the new ones. Only
         # results that may be compacted are kept by turn; no result is of two ages.
         changed: list[tuple[int, int]] = []
-        crossing: list[int] = []
-        for age in self.ages:
-            crossing += by_turn.get(j - age, ())
+        crossing = by_turn.get(j - self.truncate)
+        if self.summarize != self.truncate:
+            older = by_turn.get(j - self.summarize)
+            if older:
+                crossing = sorted(crossing + older) if crossing else older
         if crossing:
-            for k in sorted(crossing) if len(self.ages) > 1 else crossing:
+            for k in crossing:
                 if k < before:
                     level = level_for_age(j - slots[k].turn_no, policy)
                     if level != eager[k]:
                         changed.append((k, level))
-        if count > before:
-            added = count - before
-            state += [LEVEL_NONE] * added
-            eager += [LEVEL_NONE] * added
-            self.applied += [self.applied[-1]] * added
-            eager_saved += [eager_saved[-1]] * added
-            for k in range(before, count):
-                slot = slots[k]
-                if slot.eligible:  # its turn may be an old one: a result can come late
-                    level = level_for_age(j - slot.turn_no, policy)
-                    if level:
-                        changed.append((k, level))
+        applied = self.applied
+        for k in range(before, count):  # the new results, at LEVEL_NONE
+            state.append(LEVEL_NONE)
+            eager.append(LEVEL_NONE)
+            applied.append(applied[-1])
+            eager_saved.append(eager_saved[-1])
+            slot = slots[k]
+            if slot.eligible:  # its turn may be an old one: a result can come late
+                level = level_for_age(j - slot.turn_no, policy)
+                if level:
+                    changed.append((k, level))
         # Per-turn aging's cost: the previous request read from the cache up to its first change.
         prefix = 0
         if j:
@@ -901,7 +915,9 @@ class _Tally:
         state, policy, slots = self.state, self.policy, self.slots
         count = len(state)
         saved = self.applied[count]
-        length = fixed + cum[end] - saved - (span.removed(slots, cum) if span is not None else 0)
+        length = fixed + cum[end] - saved
+        if span is not None and span.fold[0]:
+            length -= span.removed(slots, cum)
         high = length > policy.compact_high_watermark * window_chars
         if not high and not cold:
             if not self.pending or patient:
@@ -927,83 +943,85 @@ class _Tally:
         return bool(changing) or first < count or (span is not None and span.fold[0] != folded)
 
     def best_cut(self, turns: int, cached: int, cum: Sequence[int], quiet: bool) -> int | None:
-        """:func:`_best_cut` over the pending changes, from the sizes worked out once.
+        """:func:`_best_cut` over the pending changes, laid out once (see ``_lay``).
 
         The same figures in the same order of operations (``_paid_so_far``
         inlined), so every comparison comes out as there. A start's net value
         is at most what the most any start reclaims is worth less what the
-        latest start rewrites (see ``_reach``): when that is not above zero,
-        no start pays, and the changes are not walked.
+        latest start rewrites: when that is not above zero, no start pays, and
+        the changes are not walked.
         """
-        price = self.price
+        if self.stale:
+            self._lay(cum)
+        reach = self.reach
+        if reach is None:
+            return None  # no start reclaims enough to be weighed
+        price, premium = self.price, self.premium
         horizon = min(HORIZON_MAX, max(self.least, int(turns * HORIZON_SHARE)))
         read, write = price.read, price.write
         value = read * horizon + write
-        premium = self.premium
-        if premium >= 0:
-            if self.stale:
-                self.reach = self._reach(cum)
-                self.stale = False
-            if self.reach is None:
-                return None
-            most, latest = self.reach
-            if most * value - premium * max(0, cached - latest) <= 0:
-                return None
-        floor, share, owing = self.floor, self.share, self.owing
-        floored = price.ttl is not None  # without a cache every character reclaimed is saved: no floor
-        summarize, truncate = self.summarize, self.truncate
-        at, state, eager, slots, shift = self.at, self.state, self.eager, self.slots, self.applied
+        if premium >= 0 and reach[0] * value - premium * max(0, cached - reach[1]) <= 0:
+            return None
+        share, owing = self.share, self.owing
         best: tuple[float, int] | None = None
-        reclaim = 0
         paid = 0.0
-        for k in sorted(self.pending, reverse=True):
-            sizes = at.get(k) or self._measure(k)
-            held = sizes[state[k]]
-            target = eager[k]
-            reclaim += held - sizes[target]
-            slot = slots[k]
+        for reclaim, start, msg, weighed, turn_no, owes in self.walk:
             if owing:
-                age = turns - 1 - slot.turn_no
+                age = turns - 1 - turn_no
                 owed = 0.0
-                for level in range(LEVEL_PREVIEW, target + 1):
-                    smaller = sizes[level]
-                    if smaller < held:
-                        since = summarize if level == LEVEL_SUMMARY else truncate
-                        owed += read * (held - smaller) * max(0, age - since)
-                        held = smaller
+                for cost, since in owes:
+                    owed += cost * max(0, age - since)
                 paid += owed
-            if reclaim < floor and floored:
-                continue
-            start = cum[slot.msg] - shift[k]
+                if not weighed:
+                    continue
             rewrite = premium * max(0, cached - start)
             if quiet and rewrite > write * reclaim:
                 continue
-            if write * reclaim + paid < share * rewrite:
-                continue
+            if owing and write * reclaim + paid < share * rewrite:
+                continue  # the changes have not yet cost enough, waiting, to pay for their rewrite
             net = reclaim * value - rewrite
             if net > 0 and (best is None or net > best[0]):
-                best = (net, slot.msg)
+                best = (net, msg)
         return None if best is None else best[1]
 
-    def _reach(self, cum: Sequence[int]) -> tuple[int, int] | None:
-        """Over the starts that reclaim enough to be weighed: the most any of them reclaims, and
-        where the latest one is in the prompt; ``None`` when there is no such start.
+    def _lay(self, cum: Sequence[int]) -> None:
+        """Lay out the pending changes as ``best_cut`` walks them, latest first; and ``reach``.
 
-        Both change only with the pending changes and the applied levels, not
-        from one point to the next as the horizon and the cached prefix do.
+        Each start's figures that do not change from one point to the next
+        (what the changes from there on reclaim, where it is in the prompt,
+        whether it reclaims enough to be weighed, what each level's change
+        costs a request while it waits) change only with the pending changes
+        and the applied levels. ``reach``: over the starts weighed, the most
+        any of them reclaims and where the latest one is (``None``: no start
+        is weighed). Without ``owing``, a start not weighed is left out.
         """
-        floor, floored = self.floor, self.price.ttl is not None
+        floor, floored, owing = self.floor, self.price.ttl is not None, self.owing
+        read, summarize, truncate = self.price.read, self.summarize, self.truncate
         state, eager, slots, shift = self.state, self.eager, self.slots, self.applied
+        walk: list[_Start] = []
         reach: tuple[int, int] | None = None
         reclaim = 0
         for k in sorted(self.pending, reverse=True):
             sizes = self.sizes(k)
-            reclaim += sizes[state[k]] - sizes[eager[k]]
-            if reclaim < floor and floored:
-                continue
-            start = cum[slots[k].msg] - shift[k]
-            reach = (reclaim, start) if reach is None else (max(reach[0], reclaim), max(reach[1], start))
-        return reach
+            held = sizes[state[k]]
+            target = eager[k]
+            reclaim += held - sizes[target]
+            slot = slots[k]
+            owes: list[tuple[float, int]] = []
+            if owing:  # ``_paid_so_far``, its terms less the age
+                for level in range(LEVEL_PREVIEW, target + 1):
+                    smaller = sizes[level]
+                    if smaller < held:
+                        since = summarize if level == LEVEL_SUMMARY else truncate
+                        owes.append((read * (held - smaller), since))
+                        held = smaller
+            weighed = not (reclaim < floor and floored)  # without a cache, no floor
+            start = cum[slot.msg] - shift[k]
+            if weighed:
+                reach = (reclaim, start) if reach is None else (max(reach[0], reclaim), max(reach[1], start))
+            if weighed or owing:
+                walk.append(_Start(reclaim, start, slot.msg, weighed, slot.turn_no, tuple(owes)))
+        self.walk, self.reach, self.stale = walk, reach, False
 
     def settled(self, changing: Sequence[int], first: int) -> None:
         """After an event: the applied levels changed, from result ``first`` on."""
