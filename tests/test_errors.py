@@ -436,3 +436,13 @@ def test_an_upstream_error_keeps_status_headers_and_body_exactly() -> None:
 def test_a_malformed_upstream_error_is_an_input_error(status: Any, headers: Any, body: Any) -> None:
     with pytest.raises(InputError):
         UpstreamError(status, headers, body)
+
+
+@pytest.mark.parametrize("kind", [{"a": 1}, [1], None, 3])
+def test_an_anthropic_block_type_that_is_not_a_string_is_a_shape_error(kind: object) -> None:
+    from toolbudget import wire
+    from toolbudget.errors import ShapeError
+
+    body = {"model": "m", "max_tokens": 1, "messages": [{"role": "user", "content": [{"type": kind}]}]}
+    with pytest.raises(ShapeError, match=r"messages\.0\.content\.0\.type: unknown content block type"):
+        wire.parse(body, "anthropic")

@@ -201,6 +201,8 @@ def _parse_block(raw: Any, loc: str, within: str = "", j: int | None = None) -> 
         part = Thinking(
             None, expect_str(wire.get("data"), f"{where}.data"), True, extra=rest(wire, _K_REDACTED)
         )
+    elif not isinstance(kind, str):
+        raise unknown("content block type", kind, f"{where}.type", KNOWN_TYPES)
     elif kind in {"image", "document"}:
         part = _parse_media(kind, wire, where)
     elif kind in OPAQUE_TYPES:
