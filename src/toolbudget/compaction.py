@@ -188,7 +188,21 @@ def level_for_age(age: int, policy: Policy) -> int:
 
 def eager_levels(slots: Sequence[SlotInfo], turns: int, policy: Policy) -> list[int]:
     """The level of each result by its age alone, when ``turns`` assistant turns exist."""
-    return [level_for_age(turns - 1 - s.turn_no, policy) if s.eligible else LEVEL_NONE for s in slots]
+    # level_for_age, told by turn: a result's age is at least n when its turn is at most this one.
+    summarized = turns - 1 - policy.microcompact_summarize_turns
+    previewed = turns - 1 - policy.microcompact_truncate_turns
+    return [
+        (
+            LEVEL_SUMMARY
+            if s.turn_no <= summarized
+            else LEVEL_PREVIEW
+            if s.turn_no <= previewed
+            else LEVEL_NONE
+        )
+        if s.eligible
+        else LEVEL_NONE
+        for s in slots
+    ]
 
 
 def size_at(slot: SlotInfo, level: int, policy: Policy) -> int:
@@ -222,6 +236,10 @@ class _Checkpoint:
         """The applied level of each slot present at the point."""
         missing = self.count - len(self.snap)
         return self.snap + (LEVEL_NONE,) * missing if missing else self.snap
+
+
+_UNKNOWN = _Checkpoint(-1, (), 0, 0, 0.0, 0.0, known=False)
+"""Each point before one read back from the store (which ``_ends`` names)."""
 
 
 class Schedule:
@@ -559,7 +577,7 @@ class Schedule:
                 or any(not 0 <= e <= j for e in decided.events)
             ):
                 continue
-            self._points = [_Checkpoint(e, (), 0, 0, 0.0, 0.0, known=False) for e in points[:j]]
+            self._points = [_UNKNOWN] * j
             self._points.append(
                 _Checkpoint(
                     end,
@@ -636,8 +654,8 @@ class Schedule:
         if ends == points[: len(ends)] and (not ends or ends[-1] <= same):
             return len(ends)  # the usual case, a history that grew: told without a walk (ends only grow)
         count = 0
-        for checkpoint, end in zip(self._points, points, strict=False):
-            if checkpoint.end != end or end > same:
+        for held, end in zip(ends, points, strict=False):
+            if held != end or end > same:
                 break
             count += 1
         return count

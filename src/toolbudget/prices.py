@@ -146,8 +146,8 @@ def _marked(extra: Mapping[str, Any]) -> bool:
 def marks_one_hour(messages: Sequence[Message], begin: int = 0) -> bool:
     """Whether a part of ``messages[begin:]`` asks for the one-hour cache: a history that only
     grew is checked on its new messages alone (see :func:`asks_one_hour`)."""
-    for i in range(begin, len(messages)):
-        for part in messages[i].parts:
+    for message in messages[begin:]:
+        for part in message.parts:
             extra = getattr(part, "extra", None)
             if extra and _marked(extra):
                 return True
