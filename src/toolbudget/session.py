@@ -602,27 +602,7 @@ class _SessionArchive(Archive):
                 session._store_failed(exc)
                 return frozenset(keys)
             # A key was lost (a clean, a flush): the worker looks again and keeps it.
-        try:
-            # One trip to the store's worker for the check and the writes.
-            absent, failed, error = session._store_call(
-                _check_and_keep,
-                store,
-                session.id,
-                keys,
-                pending,
-                records,
-                sizes,
-                record,
-                session._schedule.decided_record(),
-            )
-        except StoreError as exc:
-            session._store_failed(exc)
-            return frozenset(keys)  # nothing could be checked: no marker may promise a key
-        if error is not None:
-            session._store_failed(error)
-        session._keys_this_call.extend(key for key in sorted(absent) if key not in failed)
-        # A record not kept costs no cut (the next request keeps it again); an original does.
-        return frozenset(key for key in failed if not pending[key].startswith(CUT_PREFIX))
+        return self._trip(store, keys, pending, sizes, records, record, session._schedule.decided_record())
 
     def _keep_now(
         self,
@@ -633,20 +613,36 @@ class _SessionArchive(Archive):
         later: dict[str, str],
         record: Mapping[str, bytes] | None,
     ) -> frozenset[str]:
-        """Check and keep the originals ``keys`` in one trip to the store's worker, leaving
-        ``later`` (and ``record``) for :meth:`Session.write_now`; returns the keys not kept."""
+        """Check and keep the originals ``keys`` now, leaving ``later`` (and ``record``) for
+        :meth:`Session.write_now`; returns the keys not kept."""
+        lost = self._trip(store, keys, pending, sizes)
+        self.session._write_later(store, later, record, self.session._schedule.decided_record())
+        return lost
+
+    def _trip(
+        self,
+        store: Store,
+        keys: list[str],
+        pending: Mapping[str, str],
+        sizes: Mapping[str, int],
+        records: Mapping[str, str] | None = None,
+        record: Mapping[str, bytes] | None = None,
+        rider: Callable[[], Mapping[str, bytes]] | None = None,
+    ) -> frozenset[str]:
+        """One trip to the store's worker for the check of ``keys`` and the writes; returns the
+        originals that could not be kept (a record not kept costs no cut: the next request
+        keeps it again)."""
         session = self.session
         try:
             absent, failed, error = session._store_call(
-                _check_and_keep, store, session.id, keys, pending, None, sizes
+                _check_and_keep, store, session.id, keys, pending, records, sizes, record, rider
             )
         except StoreError as exc:
             session._store_failed(exc)
-            return frozenset(keys)
+            return frozenset(keys)  # nothing could be checked: no marker may promise a key
         if error is not None:
             session._store_failed(error)
         session._keys_this_call.extend(key for key in sorted(absent) if key not in failed)
-        session._write_later(store, later, record, session._schedule.decided_record())
         return frozenset(key for key in failed if not pending[key].startswith(CUT_PREFIX))
 
     def original(self, key: str) -> str | None:
