@@ -24,6 +24,7 @@ from toolbudget.policy import Policy
 from toolbudget.previews import Preview
 from toolbudget.readback import MADE_PREFIX, read, record
 from toolbudget.session import Session, _SessionArchive
+from toolbudget.store import _recordlog
 from toolbudget.store.dir import DirStore
 
 MODEL = "claude-sonnet-4-5-20250929"
@@ -196,11 +197,21 @@ def test_a_record_that_does_not_check_out_is_made_again(
         if data.startswith(MADE_PREFIX.encode()):
             records.append(key)
     assert len(records) == 12
-    for n, key in enumerate(records):
-        file = Path(store.path("torn", key) or "")
-        data = file.read_bytes()
-        # Torn short, or one character of its text changed: neither may be read back.
-        file.write_bytes(data[: len(data) // 2] if n % 2 else data[:-1] + b"#")
+    # The records are in the session's record log: write it again with each of them torn short
+    # (a frame a killed writer left, which the log skips) or with one character of its text
+    # changed under a frame that checks out (which the store serves, and readback must refuse).
+    log = store.workspace("torn") / "records"
+    kept = _recordlog.RecordLog(str(log))
+    everything = kept.read(kept.held())
+    frames = []
+    for key, data in everything.items():
+        if key not in records:
+            frames.append(_recordlog.frame(key, data))
+        elif records.index(key) % 2:
+            frames.append(_recordlog.frame(key, data)[: -len(data) // 2])
+        else:
+            frames.append(_recordlog.frame(key, data[:-1] + b"#"))
+    log.write_bytes(b"".join(frames))
     made = Made(monkeypatch)
     got = _fresh("torn", store, Policy(), body, "anthropic")
     assert got == want

@@ -5,8 +5,16 @@ path and the agent's own read tool pages through it (ChatCLI's session
 workspace, Claude Code's ``tool-results``). The layout is::
 
     <root>/toolbudget-<session>/tool-results/<key>.txt
+    <root>/toolbudget-<session>/records
     <root>/toolbudget-<session>/holders/<host>-<pid>-<start>-<token>
     <root>/toolbudget-<session>/used
+
+The session's own records (entries that begin with
+:data:`~toolbudget.store._recordlog.MARK`: what each cut was of, the texts
+sent as cuts, previews' records, the schedule's decisions) are appended to
+``records`` instead (see :mod:`toolbudget.store._recordlog`): no marker names
+them, and a file each made a cutting request several file creations dearer.
+On a network file system, whose appends may interleave, they stay files.
 
 The default root is ``toolbudget/archives`` in the user's cache directory
 (``$XDG_CACHE_HOME`` or ``~/.cache``), private to the user (0700, files
@@ -82,6 +90,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from ..errors import StoreError
+from . import _recordlog
 from .base import DEFAULT_TTL, Store, is_key, namespace
 
 __all__ = ["STALE_PART_SECONDS", "DirStore", "default_dir_root"]
@@ -91,6 +100,7 @@ STALE_PART_SECONDS = 3600.0
 a live one lasts as long as one write of an in-memory buffer, far less."""
 
 _RESULTS = "tool-results"
+_RECORDS = "records"
 _HOLDERS = "holders"
 _USED = "used"
 _SWEPT = ".swept"
@@ -175,6 +185,9 @@ class DirStore(Store):
         self._found: dict[str, tuple[tuple[int, int], dict[str, int | None]]] = {}
         """Each results directory's (inode, modification time) when a check found these keys there,
         with their byte lengths (see the module docstring)."""
+        self._logs: dict[str, _recordlog.RecordLog] = {}
+        """Each session directory's record log, as indexed so far."""
+        self._logs_lock = threading.Lock()
         try:
             os.makedirs(self.root, mode=0o700)
         except FileExistsError:
@@ -432,6 +445,13 @@ class DirStore(Store):
     def _put(self, session: str, key: str, data: bytes) -> None:
         self._put_each(session, {key: data})
 
+    def _put_many(self, session: str, items: dict[str, bytes], check: list[str]) -> set[str]:
+        """The writes alone. The look at ``check`` afterwards is for a store that evicts an entry
+        to make room for a new one; a directory never does, and the session's batch looked at
+        those keys in the same trip, just before (a look cost a cutting request a tenth of its
+        time)."""
+        return self._put_each(session, items) if items else set()
+
     def _put_each(self, session: str, items: dict[str, bytes]) -> set[str]:
         """Keep a batch, readying the directory (and tidying its temp files) once, not once an entry.
 
@@ -462,6 +482,11 @@ class DirStore(Store):
                     failed[key] = error
 
         entries = list(items.items())
+        if self.local:
+            records = [(key, data) for key, data in entries if data.startswith(_recordlog.MARK)]
+            if records:
+                entries = [(key, data) for key, data in entries if not data.startswith(_recordlog.MARK)]
+                self._append(directory, records, failed)
         if len(entries) < _PARALLEL_FROM or not sync:
             write(entries)
         else:
@@ -484,15 +509,21 @@ class DirStore(Store):
         directory = self._existing_session_dir(session)
         if directory is None:
             return None
-        return _read(os.path.join(directory, _RESULTS, key + _SUFFIX))
+        data = _read(os.path.join(directory, _RESULTS, key + _SUFFIX))
+        if data is None:
+            data = self._log_read(directory, [key]).get(key)
+        return data
 
     def _get_many(self, session: str, keys: list[str]) -> dict[str, bytes]:
         directory = self._existing_session_dir(session)
         if directory is None:
             return {}
         results = os.path.join(directory, _RESULTS)
-        found: dict[str, bytes] = {}
+        # The log first: one look answers for every record, where each file is a look of its own.
+        found = self._log_read(directory, keys)
         for key in keys:
+            if key in found:
+                continue
             data = _read(os.path.join(results, key + _SUFFIX))
             if data is not None:
                 found[key] = data
@@ -556,6 +587,16 @@ class DirStore(Store):
         directory = self._existing_session_dir(session)
         if directory is None:
             return {}
+        logged = self._log_lengths(directory, keys)
+        rest = [key for key in keys if key not in logged] if logged else keys
+        held = self._file_sizes(directory, rest) if rest else {}
+        if logged:
+            held.update(logged)
+            self._stamp_now_and_then(directory)
+        return held
+
+    def _file_sizes(self, directory: str, keys: list[str]) -> dict[str, int | None]:
+        """:meth:`_sizes` of the keys kept as files."""
         results = os.path.join(directory, _RESULTS)
         # The clock is read before the directory's time, and the time is judged by it: a time
         # that was RACY_NS old when read cannot be the time of a change made after the look
@@ -646,6 +687,8 @@ class DirStore(Store):
         directory = self._existing_session_dir(session)
         if directory is None:
             return
+        # A logged record is never torn (its frame checks out); one named here is taken for absent.
+        self._log(directory).forget(keys)
         results = os.path.join(directory, _RESULTS)
         known = self._lengths.get(results, {})
         self._found.pop(results, None)
@@ -672,7 +715,9 @@ class DirStore(Store):
         _sweep_parts(results, names)
         # Half-written temp files and anything else left there are not entries.
         stems = [name.removesuffix(_SUFFIX) for name in names if name.endswith(_SUFFIX)]
-        return [stem for stem in stems if is_key(stem)]
+        entries = [stem for stem in stems if is_key(stem)]
+        files = set(entries)
+        return entries + [key for key in self._log(directory).held() if is_key(key) and key not in files]
 
     def _drop(self, session: str) -> None:
         directory = self._existing_session_dir(session)
@@ -690,6 +735,38 @@ class DirStore(Store):
             pass  # dropped at the same time by another thread or process
         except OSError as error:
             raise StoreError(f"cannot remove {directory}: {_why(error)}") from error
+
+    # -- the record log --------------------------------------------------------
+
+    def _log(self, directory: str) -> _recordlog.RecordLog:
+        with self._logs_lock:
+            log = self._logs.get(directory)
+            if log is None:
+                if len(self._logs) >= 4096:
+                    self._logs.clear()  # a bound, not an index: forgetting costs one read of a log
+                log = self._logs[directory] = _recordlog.RecordLog(os.path.join(directory, _RECORDS))
+            return log
+
+    def _append(self, directory: str, records: list[tuple[str, bytes]], failed: dict[str, OSError]) -> None:
+        """Append the records the log does not hold yet (a ``put`` of a held entry only renews it)."""
+        log = self._log(directory)
+        try:
+            held = log.lengths(key for key, _ in records)
+            _recordlog.append(log.path, [(key, data) for key, data in records if key not in held], self.sync)
+        except OSError as error:
+            failed.update((key, error) for key, _ in records)
+
+    def _log_lengths(self, directory: str, keys: list[str]) -> dict[str, int]:
+        try:
+            return self._log(directory).lengths(keys)
+        except OSError as error:
+            raise StoreError(f"cannot read {os.path.join(directory, _RECORDS)}: {_why(error)}") from error
+
+    def _log_read(self, directory: str, keys: list[str]) -> dict[str, bytes]:
+        try:
+            return self._log(directory).read(keys)
+        except OSError as error:
+            raise StoreError(f"cannot read {os.path.join(directory, _RECORDS)}: {_why(error)}") from error
 
     # -- directories we trust ------------------------------------------------
 
