@@ -28,6 +28,7 @@ from toolbudget.model import Conversation
 from toolbudget.policy import Policy
 from toolbudget.schedulerecord import PREFIX, Decided, decode, encode
 from toolbudget.session import Session, _SessionArchive
+from toolbudget.store._recordlog import RecordLog, frame
 from toolbudget.store.dir import DirStore
 
 
@@ -174,9 +175,21 @@ def _turns(count: int, size: int = 8_000) -> list[dict[str, Any]]:
     return out
 
 
-def _records(store: DirStore) -> list[Path]:
+def _records(store: DirStore) -> dict[Path, dict[str, bytes]]:
+    """Every session's record log, with what it holds (the schedule's records among the rest)."""
+    logs = {}
+    for path in Path(store.root).rglob("records"):
+        log = RecordLog(str(path))
+        logs[path] = log.read(log.held())
+    return logs
+
+
+def _schedule_records(store: DirStore) -> list[bytes]:
     return [
-        p for p in Path(store.root).rglob("*") if p.is_file() and p.read_bytes().startswith(PREFIX.encode())
+        data
+        for held in _records(store).values()
+        for data in held.values()
+        if data.startswith(PREFIX.encode())
     ]
 
 
@@ -186,7 +199,7 @@ def _resumes(
     store = DirStore(tmp_path / "s")
     requests = _turns(24)
     _warm("turns", store, POLICY, requests, "anthropic", timed=True)
-    assert _records(store)
+    assert _schedule_records(store)
     return store, requests, Decisions(monkeypatch)
 
 
@@ -219,9 +232,15 @@ def test_a_record_of_other_cold_points_is_not_used(tmp_path: Path, monkeypatch: 
 
 def test_a_torn_record_is_not_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     store, requests, decisions = _resumes(tmp_path, monkeypatch)
-    for path in _records(store):
-        data = path.read_bytes()
-        path.write_bytes(data[: len(data) - 5])
+    # Each schedule record short by five bytes, under a frame that checks out: the store serves
+    # it, and the record itself must be refused.
+    for path, held in _records(store).items():
+        path.write_bytes(
+            b"".join(
+                frame(key, data[:-5] if data.startswith(PREFIX.encode()) else data)
+                for key, data in held.items()
+            )
+        )
     fresh, every = _fresh_and_scratch(store, POLICY, requests[-1], decisions)
     assert fresh == every == 24
 
@@ -243,7 +262,7 @@ def test_a_history_that_differs_in_an_earlier_message_is_decided_again(
 def test_the_record_compacts_what_it_says(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The scenario is one where the schedule has decided something to resume: results summarised."""
     store, _, _ = _resumes(tmp_path, monkeypatch)
-    found = [decode(path.read_bytes(), 49) for path in _records(store)]
+    found = [decode(data, 49) for data in _schedule_records(store)]
     last = next(d for d in found if d is not None)
     assert LEVEL_SUMMARY in last.levels and last.events
 

@@ -10,7 +10,7 @@ workspace, Claude Code's ``tool-results``). The layout is::
     <root>/toolbudget-<session>/used
 
 The session's own records (entries that begin with
-:data:`~toolbudget.store._recordlog.MARK`: what each cut was of, the texts
+:data:`~toolbudget.store.MARK`: what each cut was of, the texts
 sent as cuts, previews' records, the schedule's decisions) are appended to
 ``records`` instead (see :mod:`toolbudget.store._recordlog`): no marker names
 them, and a file each made a cutting request several file creations dearer.
@@ -90,7 +90,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from ..errors import StoreError
-from . import _recordlog
+from ._recordlog import MARK, RecordLog
+from ._recordlog import append as append_records
 from .base import DEFAULT_TTL, Store, is_key, namespace
 
 __all__ = ["STALE_PART_SECONDS", "DirStore", "default_dir_root"]
@@ -185,7 +186,7 @@ class DirStore(Store):
         self._found: dict[str, tuple[tuple[int, int], dict[str, int | None]]] = {}
         """Each results directory's (inode, modification time) when a check found these keys there,
         with their byte lengths (see the module docstring)."""
-        self._logs: dict[str, _recordlog.RecordLog] = {}
+        self._logs: dict[str, RecordLog] = {}
         """Each session directory's record log, as indexed so far."""
         self._logs_lock = threading.Lock()
         try:
@@ -483,9 +484,9 @@ class DirStore(Store):
 
         entries = list(items.items())
         if self.local:
-            records = [(key, data) for key, data in entries if data.startswith(_recordlog.MARK)]
+            records = [(key, data) for key, data in entries if data.startswith(MARK)]
             if records:
-                entries = [(key, data) for key, data in entries if not data.startswith(_recordlog.MARK)]
+                entries = [(key, data) for key, data in entries if not data.startswith(MARK)]
                 self._append(directory, records, failed)
         if len(entries) < _PARALLEL_FROM or not sync:
             write(entries)
@@ -738,13 +739,13 @@ class DirStore(Store):
 
     # -- the record log --------------------------------------------------------
 
-    def _log(self, directory: str) -> _recordlog.RecordLog:
+    def _log(self, directory: str) -> RecordLog:
         with self._logs_lock:
             log = self._logs.get(directory)
             if log is None:
                 if len(self._logs) >= 4096:
                     self._logs.clear()  # a bound, not an index: forgetting costs one read of a log
-                log = self._logs[directory] = _recordlog.RecordLog(os.path.join(directory, _RECORDS))
+                log = self._logs[directory] = RecordLog(os.path.join(directory, _RECORDS))
             return log
 
     def _append(self, directory: str, records: list[tuple[str, bytes]], failed: dict[str, OSError]) -> None:
@@ -752,7 +753,7 @@ class DirStore(Store):
         log = self._log(directory)
         try:
             held = log.lengths(key for key, _ in records)
-            _recordlog.append(log.path, [(key, data) for key, data in records if key not in held], self.sync)
+            append_records(log.path, [(key, data) for key, data in records if key not in held], self.sync)
         except OSError as error:
             failed.update((key, error) for key, _ in records)
 
