@@ -509,3 +509,15 @@ def test_the_schedule_charts_tick_only_whole_requests() -> None:
     walk(spec)
     assert len(found) == 6  # the line and the rewrite marks of three schedule charts
     assert all(axis.get("tickMinStep") == 1 and axis.get("format") == "d" for axis in found), found
+
+
+def test_a_body_holding_a_number_past_a_double_is_inspected(tmp_path: Path) -> None:
+    # 1e400 is no transcript's, but a request body may hold it: read as the body it is.
+    path = tmp_path / "big.json"
+    path.write_bytes(
+        b'{"model":"m","max_tokens":10,"metadata":{"limit":1e400},'
+        b'"messages":[{"role":"user","content":"hi"}]}'
+    )
+    session = load_session(path, api="anthropic")
+    assert session.conversation.messages[0].role == "user"
+    assert "body" in session.kind

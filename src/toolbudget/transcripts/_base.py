@@ -99,7 +99,14 @@ def read_source(path: str | Path) -> Source:
     try:
         doc = loads(data, what=str(p))
     except InvalidJSON as whole_error:
-        return _read_jsonl(p, data, whole_error, cut)
+        try:
+            return _read_jsonl(p, data, whole_error, cut)
+        except InvalidJSON as error:
+            if error is whole_error and "infinity" in str(error):
+                # Not a transcript any agent writes; a request body may hold one (1e400), and a
+                # caller that also reads bodies (inspect) reads it as one, number for number.
+                raise TranscriptError(f"{p} is not a transcript: {error}") from None
+            raise
     if cut is not None:
         # One complete line before the cut one: a JSONL file of one record.
         return Source(str(p), None, (doc,), (1,), (_cut_off(p, cut, 1, "a character"),))
