@@ -773,3 +773,18 @@ def test_a_transcript_cut_mid_line_is_converted_with_one_warning_line(
     lines = done.stderr.decode().strip().splitlines()
     assert lines and all(line.startswith("toolbudget: warning: ") for line in lines), lines
     assert "Traceback" not in done.stderr.decode() and "TranscriptWarning" not in done.stderr.decode()
+
+
+@pytest.mark.parametrize("scheme", ["dir", "sqlite"])
+def test_reading_commands_never_make_a_store_a_typo_names(tmp_path: Path, scheme: str) -> None:
+    where = tmp_path / "no-such-store"
+    store = f"{scheme}:{where}"
+    for args in (
+        ("recall", "0123456789abcdef0123456789abcdef", "--session", "s1", "--store", store),
+        ("clean", "--session", "s1", "--store", store),
+    ):
+        result = cli(*args)
+        assert result.returncode == 2, args
+        err = result.stderr.decode()
+        assert err.count("\n") == 1 and f"no archive store at {where}" in err, err
+        assert not where.exists()

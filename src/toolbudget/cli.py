@@ -43,7 +43,7 @@ from .proxy.setup import AGENTS as PROXY_AGENTS
 from .proxy.setup import setup_lines
 from .recall import key_of, parse_query
 from .session import Session
-from .store import DirStore, open_store
+from .store import DirStore, open_store, store_path
 from .transcripts import Transcript, TranscriptWarning, load_transcript
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -636,6 +636,14 @@ def _write_bodies(written: list[bytes], inputs: list[Input], out: str | None) ->
         write_output(written[0], out)
 
 
+def _must_exist(url: str | None) -> None:
+    """Stop a command that only reads a store the URL names but nobody ever wrote: opening it
+    would make it, empty, where a typo put it."""
+    where = store_path(url)
+    if where is not None and not where.exists():
+        fail(f"no archive store at {where} (nothing was ever kept there; check --store)")
+
+
 @main.command()
 @click.argument("key")
 @click.option("--session", required=True, help="The session the key belongs to.", callback=_session_id)
@@ -654,6 +662,7 @@ def recall(
 ) -> None:
     """Print what a cut left out: with no option, the exact original."""
     policy = Policy.load()
+    _must_exist(store_url or policy.store)
     with Session(session, store=store_url, policy=policy) as live:
         try:
             if lines is None and pattern is None:
@@ -679,7 +688,10 @@ def clean(session: str | None, store_url: str | None) -> None:
 
     An archive a live session still holds is never removed.
     """
-    store = open_store(store_url or Policy.load().store)
+    url = store_url or Policy.load().store
+    if session is not None:
+        _must_exist(url)  # a sweep of a store that is not there finds nothing; a named session is a mistake
+    store = open_store(url)
     try:
         if session is None:
             if not isinstance(store, DirStore):

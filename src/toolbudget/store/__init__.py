@@ -24,16 +24,18 @@ damaged database, a missing ``redis`` package) raises
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from urllib.parse import parse_qsl
 
 from ..errors import InputError
 from .base import DEFAULT_MAX_BYTES, DEFAULT_TTL, Store
-from .dir import DirStore
+from .dir import DirStore, default_dir_root
 from .memory import MemoryStore
 from .redis import RedisStore
-from .sqlite import SqliteStore
+from .sqlite import SqliteStore, default_sqlite_path
 
-__all__ = ["DirStore", "MemoryStore", "RedisStore", "SqliteStore", "Store", "open_store"]
+__all__ = ["DirStore", "MemoryStore", "RedisStore", "SqliteStore", "Store", "open_store", "store_path"]
 
 _SCHEMES = "memory:, dir:PATH, sqlite:PATH or redis://HOST:PORT/DB"
 
@@ -64,6 +66,25 @@ def open_store(url: str | None = None) -> Store:
     if scheme in ("redis", "rediss"):
         return RedisStore(url)
     raise InputError(f"unknown store {scheme + ':'!r} in {url!r:.200}; use {_SCHEMES}")
+
+
+def store_path(url: str | None = None) -> Path | None:
+    """Where on this machine the store ``url`` keeps its entries (``None``: not in a local file).
+
+    What a command that only reads asks before it opens a store, since
+    opening a directory or SQLite store makes it: recalling from a store that
+    was never written to is a mistake in the URL, not a new empty store.
+    """
+    if url is None:
+        return default_dir_root()
+    scheme, colon, rest = url.partition(":")
+    scheme = scheme.lower()
+    if not colon or scheme not in ("dir", "sqlite"):
+        return None
+    path = _local_path(url, rest).partition("?")[0]
+    if not path:
+        return default_dir_root() if scheme == "dir" else default_sqlite_path()
+    return Path(os.path.abspath(os.path.expanduser(path)))
 
 
 def _local_path(url: str, rest: str) -> str:
