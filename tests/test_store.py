@@ -654,6 +654,7 @@ def test_dir_check_does_not_trust_a_time_too_recent_to_tell_changes_apart(
     # less than a tick old (1 ms), or one in whole seconds read less than two seconds old (a file
     # system that keeps seconds), cannot vouch: the next check looks again.
     store, keys, sizes, results = _filled(tmp_path)
+    store.fine = False  # times kept to the clock tick, as before Linux 6.13 or on other file systems
     when = _age(results, ago_ns)
     if ago_ns >= 1_000_000_000:
         when -= when % 1_000_000_000
@@ -672,6 +673,7 @@ def test_dir_check_judges_a_time_by_when_it_was_read_not_after_the_look(
     # was), and the checking thread is then held up past RACY_NS (another thread, a busy
     # machine). The time was too recent to vouch when read: the next check must look again.
     store, keys, sizes, results = _filled(tmp_path, 3)
+    store.fine = False  # times kept to the clock tick
     when = _age(results, 1_000_000)
     look = store._look
 
@@ -686,6 +688,78 @@ def test_dir_check_judges_a_time_by_when_it_was_read_not_after_the_look(
     assert store.missing("s1", keys, sizes) == set()  # all three were there when looked at
     monkeypatch.undo()
     assert store.missing("s1", keys, sizes) == {keys[1]}
+
+
+def _counting_sizes(store: DirStore, monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    looked: list[list[str]] = []
+    sizes_of = store._sizes
+
+    def counted(session: str, keys: list[str]) -> dict[str, int | None]:
+        looked.append(list(keys))
+        return sizes_of(session, keys)
+
+    monkeypatch.setattr(store, "_sizes", counted)
+    return looked
+
+
+def test_dir_check_of_the_same_keys_in_an_unchanged_archive_is_two_stats(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store, keys, sizes, results = _filled(tmp_path)
+    store.put_many("s1", {OTHER: b"\x00toolbudget: a record"})
+    keys.append(OTHER)
+    looked = _counting_sizes(store, monkeypatch)
+    _age(results, 5_000_000_001)
+    assert store.missing("s1", keys, sizes) == set()
+    assert store.missing("s1", keys, sizes) == set()
+    assert store.missing("s1", list(keys), sizes) == set()
+    assert len(looked) == 1  # the first check looked; the next two found nothing changed
+    # Other keys, an original removed, a record appended: each looks again, and sees.
+    assert store.missing("s1", keys[:3], sizes) == set()
+    assert len(looked) == 2
+    (results / f"{keys[5]}.txt").unlink()
+    assert store.missing("s1", keys[:3], sizes) == set()
+    assert store.missing("s1", keys, sizes) == {keys[5]}
+    assert store.missing("s1", keys, sizes) == {keys[5]}  # a check that found one missing vouches for nothing
+    assert len(looked) == 5
+    store.put_many("s1", {keys[5]: b"back"})
+    assert store.missing("s1", keys[:6], None) == set()
+    other = DirStore(tmp_path)
+    other.put_many("s1", {"ab" * 16: b"\x00toolbudget: another process's record"})
+    assert store.missing("s1", keys[:6], None) == set()
+    assert len(looked) == 7
+
+
+def test_dir_check_where_times_keep_to_the_tick_vouches_only_with_an_old_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store, keys, sizes, results = _filled(tmp_path, 3)
+    store.fine = False
+    looked = _counting_sizes(store, monkeypatch)
+    _age(results, 1_000_000)  # changed a millisecond ago: a change in the same tick would not show
+    assert store.missing("s1", keys, sizes) == set()
+    assert store.missing("s1", keys, sizes) == set()
+    assert len(looked) == 2
+    _age(results, 5_000_000_001)
+    assert store.missing("s1", keys, sizes) == set()
+    assert store.missing("s1", keys, sizes) == set()
+    assert len(looked) == 3
+
+
+def test_the_file_systems_here_keep_fine_grained_times_or_say_they_do_not(tmp_path: Path) -> None:
+    # The probe renames a file back and forth in the root and reads its time after each. On this
+    # kernel and disk the answer is either; it must match what two changes in a row show.
+    store = DirStore(tmp_path)
+    first = tmp_path / "a"
+    first.write_bytes(b"")
+    os.stat(tmp_path)
+    first.rename(tmp_path / "b")
+    was = os.stat(tmp_path).st_mtime_ns
+    (tmp_path / "b").rename(first)
+    now = os.stat(tmp_path).st_mtime_ns
+    if store.fine:
+        assert 0 < now - was < 1_000_000
+    assert not list(tmp_path.glob(".toolbudget-probe-*"))
 
 
 @pytest.mark.parametrize("stranger", ["symlink", "dangling", "directory"])

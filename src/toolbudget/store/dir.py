@@ -86,7 +86,7 @@ import socket
 import stat
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 from ..errors import StoreError
@@ -110,7 +110,8 @@ _LSTAT_UP_TO = 8
 """Up to this many keys a check looks at each file; past it, it lists the directory once."""
 RACY_NS = 20_000_000
 """How old (ns) a directory's modification time must be to vouch for what it holds: past the
-kernel's timestamp tick (at most 10 ms) with room to spare."""
+kernel's timestamp tick (at most 10 ms) with room to spare. Not waited for where the file
+system's times are fine-grained (:func:`_fine_grained`)."""
 _PREFIX = "toolbudget-"
 _REMOVING = ".toolbudget-removing-"
 SWEEP_EVERY = 3600.0
@@ -203,6 +204,12 @@ class DirStore(Store):
             raise StoreError(f"the store root {self.root} exists and is not a directory")
         self.local = _filesystem_of(os.path.realpath(self.root)) in _LOCAL_FILESYSTEMS
         """Whether the root is on a local file system (see :meth:`checks_inline`)."""
+        self.fine = self.local and _fine_grained(str(self.root))
+        """Whether a directory's time here moves on at every change, however close (see
+        :func:`_fine_grained`): then a time read just now vouches at once."""
+        self._checked: dict[str, tuple[_Named, tuple[int, int, int, int]]] = {}
+        """Each session's keys a check last found all held, with the versions of its results
+        directory and record log read before that check (see :meth:`missing`)."""
         self.swept: list[str] = []
         """The session directories the sweep on opening removed."""
         if sweep:
@@ -568,6 +575,57 @@ class DirStore(Store):
             raise StoreError(f"cannot look at {file}: {_why(error)}") from error
         return file if stat.S_ISREG(mode) else None
 
+    def missing(self, session: str, keys: list[str], sizes: Mapping[str, int] | None = None) -> set[str]:
+        """:meth:`Store.missing`, answered by two ``stat`` calls when nothing changed.
+
+        An agent's next request names the keys the last one named. When a
+        check found every one of them held, and neither the results directory
+        nor the record log has changed since (the same inode and time, the
+        same inode and length, read before that check), they are all still
+        held. A time vouches only as in the check itself (see the module
+        docstring), and only on a local file system.
+        """
+        # The clock is read before the versions, and their time judged by it (as in the check).
+        read_at = time.time_ns()
+        versions = self._versions(session) if self.local else None
+        wanted = (tuple(keys), None if sizes is None else tuple(sizes.get(key) for key in keys))
+        if versions is not None:
+            last = self._checked.get(session)
+            if last is not None and last[1] == versions and last[0] == wanted:
+                self._stamp_now_and_then(self._session_dir(session))
+                return set()
+        absent = super().missing(session, keys, sizes)
+        if versions is not None and not absent and self._vouches(versions[1], read_at):
+            if len(self._checked) >= 4096:
+                self._checked.clear()  # a bound, not an index
+            self._checked[session] = (wanted, versions)
+        else:
+            self._checked.pop(session, None)
+        return absent
+
+    def _versions(self, session: str) -> tuple[int, int, int, int] | None:
+        """The results directory's inode and time and the record log's inode and length, or
+        ``None`` when the directory cannot be read (absent: nothing to vouch for)."""
+        directory = self._session_dir(session)
+        try:
+            results = os.stat(os.path.join(directory, _RESULTS))
+        except OSError:
+            return None
+        try:
+            log = os.stat(os.path.join(directory, _RECORDS))
+        except FileNotFoundError:
+            return results.st_ino, results.st_mtime_ns, 0, -1  # no record yet
+        except OSError:
+            return None
+        return results.st_ino, results.st_mtime_ns, log.st_ino, log.st_size
+
+    def _vouches(self, mtime: int, read_at: int) -> bool:
+        """Whether a directory time read at ``read_at`` tells every later change apart from it."""
+        if self.fine:
+            return True
+        margin = RACY_NS if mtime % 1_000_000_000 else 2_000_000_000 + RACY_NS
+        return mtime < read_at - margin
+
     def _missing(self, session: str, keys: list[str]) -> set[str]:
         held = self._sizes(session, keys)
         return {key for key in keys if key not in held}
@@ -626,7 +684,7 @@ class DirStore(Store):
             held = self._look(results, keys)
             self._found.pop(results, None)
             mtime = info.st_mtime_ns
-            margin = RACY_NS if mtime % 1_000_000_000 else 2_000_000_000 + RACY_NS
+            margin = 0 if self.fine else RACY_NS if mtime % 1_000_000_000 else 2_000_000_000 + RACY_NS
             if self.local and mtime < read_at - margin:
                 if len(self._found) >= 256:
                     self._found.clear()  # a bound, not an index
@@ -933,6 +991,54 @@ def _regular(path: str) -> bool:
         return stat.S_ISREG(os.lstat(path).st_mode)
     except FileNotFoundError:
         return False
+
+
+_Named = tuple[tuple[str, ...], tuple[int | None, ...] | None]
+"""The keys a check named, and the length it took each to have (``None``: any)."""
+
+_FINE: dict[int, bool] = {}
+"""Each file system's answer to :func:`_fine_grained`, by device."""
+
+
+def _fine_grained(root: str) -> bool:
+    """Whether changes to a directory under ``root`` each move its time on, however close.
+
+    Linux keeps file times to the clock tick (1-10 ms), so two changes in
+    one tick leave a directory's time as the first made it, unless the file
+    system keeps multigrain times (Linux 6.13 and later, on ext4, XFS, Btrfs
+    and tmpfs): a time someone has read is followed by a later one at the
+    next change. Asked of the file system itself, once per device: four
+    renames in a row, the directory's time read after each, must each move
+    it on by less than a tick after the first. A coarse clock leaves two of them equal, or,
+    across a tick, moves one by a whole tick.
+    """
+    try:
+        device = os.stat(root).st_dev
+    except OSError:
+        return False
+    known = _FINE.get(device)
+    if known is not None:
+        return known
+    stem = os.path.join(root, f".toolbudget-probe-{os.getpid()}-{threading.get_ident()}")
+    names = [f"{stem}-0", f"{stem}-1"]
+    fine = False
+    try:
+        os.close(os.open(names[0], os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o600))
+        try:
+            times = []
+            # The first time read may be one the creation stamped coarsely, before anyone read it.
+            for n in range(4):
+                os.rename(names[n % 2], names[(n + 1) % 2])
+                times.append(os.stat(root).st_mtime_ns)
+        finally:
+            for name in names:
+                with contextlib.suppress(OSError):
+                    os.unlink(name)
+        fine = all(0 < later - earlier < 1_000_000 for earlier, later in itertools.pairwise(times))
+    except OSError:
+        fine = False
+    _FINE[device] = fine
+    return fine
 
 
 def _mtime(path: str) -> float | None:
