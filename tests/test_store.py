@@ -730,6 +730,15 @@ def test_dir_check_of_the_same_keys_in_an_unchanged_archive_is_two_stats(
     assert len(looked) == 7
 
 
+def test_dir_check_of_a_closed_store_fails_even_when_nothing_changed(tmp_path: Path) -> None:
+    store, keys, sizes, results = _filled(tmp_path, 3)
+    _age(results, 5_000_000_001)
+    assert store.missing("s1", keys, sizes) == set()
+    store.close()
+    with pytest.raises(StoreError, match="closed"):
+        store.missing("s1", keys, sizes)
+
+
 def test_dir_check_where_times_keep_to_the_tick_vouches_only_with_an_old_time(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

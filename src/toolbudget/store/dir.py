@@ -585,6 +585,8 @@ class DirStore(Store):
         held. A time vouches only as in the check itself (see the module
         docstring), and only on a local file system.
         """
+        self._check_session(session)
+        self._check_open()
         # The clock is read before the versions, and their time judged by it (as in the check).
         read_at = time.time_ns()
         versions = self._versions(session) if self.local else None
