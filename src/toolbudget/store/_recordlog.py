@@ -25,7 +25,7 @@ import threading
 import zlib
 from collections.abc import Iterable
 
-__all__ = ["MARK", "RecordLog", "append"]
+__all__ = ["MARK", "RecordLog", "append", "write_all"]
 
 MARK = b"\x00toolbudget: "
 """How every record a session keeps of its own begins (cuts, the texts sent as cuts, previews'
@@ -49,13 +49,19 @@ def append(path: str, items: Iterable[tuple[str, bytes]], sync: bool = False) ->
         return
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | _NOFOLLOW | _BINARY | _CLOEXEC, 0o600)
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        if sync:
-            os.fsync(fd)
+        write_all(fd, data, sync)
     finally:
         os.close(fd)
+
+
+def write_all(fd: int, data: bytes, sync: bool = False) -> None:
+    """Write every byte of ``data`` to ``fd`` (a write may take only part), flushed to the disk
+    when ``sync`` says so."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+    if sync:
+        os.fsync(fd)
 
 
 class RecordLog:

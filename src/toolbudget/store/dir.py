@@ -90,7 +90,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 from ..errors import StoreError
-from ._recordlog import MARK, RecordLog
+from ._recordlog import MARK, RecordLog, write_all
 from ._recordlog import append as append_records
 from .base import DEFAULT_TTL, Store, is_key, namespace
 
@@ -1130,11 +1130,7 @@ def _write_new(directory: str, name: str, data: bytes, sync: bool = False) -> No
         try:
             if hasattr(os, "fchmod"):
                 os.fchmod(fd, 0o600)  # whatever the umask
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            if sync:
-                os.fsync(fd)
+            write_all(fd, data, sync)
         finally:
             os.close(fd)
         if replace:
