@@ -75,7 +75,18 @@ class RecordLog:
         self._seen = 0
         """The file's size when last indexed: a tail that has not grown is not read again."""
         self._at: dict[str, tuple[int, int]] = {}
+        self._fd: int | None = None
+        """The indexed file, held open: while it is, no new file can take its inode number (ext4
+        hands a freed one out again at once), so the same number at the path is the same file."""
         self._lock = threading.Lock()
+
+    def close(self) -> None:
+        with self._lock:
+            self._reset(None)
+
+    def __del__(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
 
     def lengths(self, keys: Iterable[str]) -> dict[str, int]:
         """The byte length of each of ``keys`` the log holds."""
@@ -101,26 +112,19 @@ class RecordLog:
         with self._lock:
             self._refresh()
             wanted = [(key, self._at[key]) for key in keys if key in self._at]
-            if not wanted:
+            if not wanted or self._fd is None:
                 return {}
-            try:
-                fd = os.open(self.path, os.O_RDONLY | _NOFOLLOW | _BINARY | _CLOEXEC)
-            except FileNotFoundError:
-                self._reset(None)
-                return {}
-            try:
-                if os.fstat(fd).st_ino != self._inode:
-                    return {}  # replaced since it was indexed: the next look indexes the new one
-                found: dict[str, bytes] = {}
-                for key, (offset, length) in wanted:
-                    data = os.pread(fd, length, offset)
-                    if len(data) == length:
-                        found[key] = data
-                return found
-            finally:
-                os.close(fd)
+            found: dict[str, bytes] = {}
+            for key, (offset, length) in wanted:
+                data = os.pread(self._fd, length, offset)
+                if len(data) == length:
+                    found[key] = data
+            return found
 
     def _reset(self, inode: int | None) -> None:
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            os.close(fd)
         self._inode, self._end, self._seen, self._at = inode, 0, 0, {}
 
     def _refresh(self) -> None:
@@ -129,13 +133,24 @@ class RecordLog:
         except FileNotFoundError:
             self._reset(None)
             return
-        if info.st_ino != self._inode or info.st_size < self._end:
-            self._reset(info.st_ino)
+        if self._fd is None or info.st_ino != self._inode or info.st_size < self._end:
+            self._reset(None)
+            try:
+                fd = _no_follow(self.path, os.O_RDONLY | _BINARY)
+            except FileNotFoundError:
+                return
+            self._fd = fd
+            info = os.fstat(fd)
+            self._inode = info.st_ino
         if info.st_size == self._seen:
             return
-        with open(self.path, "rb", opener=_no_follow) as file:
-            file.seek(self._end)
-            tail = file.read(info.st_size - self._end)
+        chunks = []
+        at, want = self._end, info.st_size - self._end
+        while want > 0 and (chunk := os.pread(self._fd, min(want, 1 << 30), at)):
+            chunks.append(chunk)
+            at += len(chunk)
+            want -= len(chunk)
+        tail = b"".join(chunks)
         self._seen = self._end + len(tail)
         self._end += self._index(tail, self._end)
 

@@ -491,9 +491,12 @@ class DirStore(Store):
 
         entries = list(items.items())
         if self.local:
-            records = [(key, data) for key, data in entries if data.startswith(MARK)]
+            # A record holding a frame's first byte stays a file: a reader that resyncs after a
+            # torn or half-written frame would otherwise take a frame quoted inside it for one.
+            records = [(key, data) for key, data in entries if data.startswith(MARK) and b"\x1e" not in data]
             if records:
-                entries = [(key, data) for key, data in entries if not data.startswith(MARK)]
+                logged = {key for key, _ in records}
+                entries = [(key, data) for key, data in entries if key not in logged]
                 self._append(directory, records, failed)
         if len(entries) < _PARALLEL_FROM or not sync:
             write(entries)
@@ -797,13 +800,22 @@ class DirStore(Store):
         except OSError as error:
             raise StoreError(f"cannot remove {directory}: {_why(error)}") from error
 
+    def _close(self) -> None:
+        super()._close()
+        with self._logs_lock:
+            for log in self._logs.values():
+                log.close()
+            self._logs.clear()
+
     # -- the record log --------------------------------------------------------
 
     def _log(self, directory: str) -> RecordLog:
         with self._logs_lock:
             log = self._logs.get(directory)
             if log is None:
-                if len(self._logs) >= 4096:
+                if len(self._logs) >= 256:  # each holds its file open
+                    for old in self._logs.values():
+                        old.close()
                     self._logs.clear()  # a bound, not an index: forgetting costs one read of a log
                 log = self._logs[directory] = RecordLog(os.path.join(directory, _RECORDS))
             return log
@@ -1027,6 +1039,7 @@ def _fine_grained(root: str) -> bool:
     try:
         os.close(os.open(names[0], os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o600))
         try:
+            os.stat(root)  # read once, so that a multigrain file system stamps the next change finely
             times = []
             # The first time read may be one the creation stamped coarsely, before anyone read it.
             for n in range(4):
@@ -1036,7 +1049,7 @@ def _fine_grained(root: str) -> bool:
             for name in names:
                 with contextlib.suppress(OSError):
                     os.unlink(name)
-        fine = all(0 < later - earlier < 1_000_000 for earlier, later in itertools.pairwise(times))
+        fine = all(0 < later - earlier < 500_000 for earlier, later in itertools.pairwise(times))
     except OSError:
         fine = False
     _FINE[device] = fine
