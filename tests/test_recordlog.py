@@ -166,3 +166,33 @@ def test_the_mark_is_how_every_record_begins() -> None:
 
     for prefix in (CUT_PREFIX, FORM_PREFIX, MADE_PREFIX, PREFIX, _ARRIVAL, _COLD):
         assert prefix.encode().startswith(_recordlog.MARK)
+
+
+def test_a_frame_quoted_inside_a_record_is_never_read_as_one(tmp_path: Path) -> None:
+    # A record may quote anything a tool printed, a records file included. Torn, its frame is
+    # skipped and reading resumes at the next frame start: that must never be one inside it.
+    store = DirStore(tmp_path)
+    quoted = _record("quoting: ") + frame(OTHER, _record("NOT WHAT WAS PUT")) + b" and more text"
+    store.put_many("s1", {KEY: quoted})
+    log = store.workspace("s1") / "records"
+    if log.exists():
+        with log.open("r+b") as file:
+            file.truncate(log.stat().st_size - 5)  # a kill in the middle of its append
+    assert store.put_many("s1", {OTHER: _record("the real one")}) == set()
+    assert DirStore(tmp_path).get("s1", OTHER) == _record("the real one")
+    assert store.get("s1", KEY) in (quoted, None)
+
+
+def test_a_log_made_again_after_a_clean_is_never_read_at_the_old_offsets(tmp_path: Path) -> None:
+    # Another process removes the session (``toolbudget clean --session``) and a new run keeps
+    # other records: the file system may give the new log the old one's inode number.
+    store = DirStore(tmp_path)
+    store.put_many("s1", {KEY: _record("from the first run")})
+    assert store.get("s1", KEY) == _record("from the first run")
+    other = DirStore(tmp_path)
+    other.drop("s1")
+    other.put_many("s1", {OTHER: _record("from the second run, and longer than the first")})
+    assert store.missing("s1", [KEY]) == {KEY}
+    assert store.get("s1", OTHER) == _record("from the second run, and longer than the first")
+    assert store.put_many("s1", {KEY: _record("kept again")}) == set()
+    assert DirStore(tmp_path).get("s1", KEY) == _record("kept again")

@@ -14,7 +14,11 @@ is skipped, and reading goes on at the next frame that checks out, so a torn
 frame is never read as an entry, nor does it hide the frames after it. What
 the file holds is indexed once (key to offset and length) and only its new
 tail is read afterwards; a file of another inode, or a shorter one, is
-indexed again from the start.
+indexed again from the start. The indexed file is held open, so that no new
+log (after a ``clean`` and a new run) can take its inode number meanwhile.
+A record whose bytes hold the frame mark (``\x1e``) is never appended (the
+store keeps it as a file): a frame quoted inside a torn record could
+otherwise be taken for a real one.
 """
 
 from __future__ import annotations
