@@ -10,6 +10,8 @@ never used.
 
 from __future__ import annotations
 
+import os
+import threading
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -60,9 +62,9 @@ class Counting(DirStore):
         self.calls.append("get")
         return super()._get(session, key)
 
-    def _get_many(self, session: str, keys: list[str]) -> dict[str, bytes]:
-        self.calls.append("get_many")
-        return super()._get_many(session, keys)
+    def _read_many(self, session: str, keys: list[str]) -> dict[str, bytes]:
+        self.calls.append("get_many")  # a batched read, with the use stamped or not (peek_many)
+        return super()._read_many(session, keys)
 
     def missing(self, session: str, keys: list[str], sizes: Mapping[str, int] | None = None) -> set[str]:
         self.calls.append("missing")  # one check, however the store answers it
@@ -229,3 +231,68 @@ def test_a_record_reads_back_only_under_its_own_name_and_whole() -> None:
     assert read(data[:-1], "abc", digest) is None
     assert read(data.replace("\n5\n", "\nx\n"), "abc", digest) is None
     assert record("abc", Preview("t", "log", 1, "two\nlines"), digest) is None
+
+
+def _cutting_body() -> dict[str, Any]:
+    """A small request whose one result is cut: a preview and its record to read back."""
+    log = "".join(f"line {n}: step {n} of the build went as planned\n" for n in range(2000))
+    return {
+        "model": MODEL,
+        "max_tokens": 100,
+        "messages": [
+            {"role": "user", "content": "build it"},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "bash", "input": {}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": log}]},
+        ],
+    }
+
+
+@pytest.mark.parametrize("local", [True, False])
+def test_a_fresh_session_reads_back_on_its_own_thread_where_the_store_cannot_hang(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, local: bool
+) -> None:
+    """The read-back batch of a local directory costs less than a trip to the store's worker, and
+    writes nothing there (the ``used`` stamp is the check's); elsewhere it goes to the worker."""
+    body = _cutting_body()
+    with Session("reads", store=f"dir:{tmp_path}") as warm:
+        want = orjson.dumps(warm.manage(body, "anthropic").body)
+    threads: list[tuple[str, bool]] = []
+    read_many, get_many = DirStore._read_many, DirStore._get_many
+
+    def noted_read(self: DirStore, session: str, keys: list[str]) -> dict[str, bytes]:
+        threads.append(("read", threading.current_thread() is threading.main_thread()))
+        return read_many(self, session, keys)
+
+    def noted_get(self: DirStore, session: str, keys: list[str]) -> dict[str, bytes]:
+        threads.append(("get", threading.current_thread() is threading.main_thread()))
+        return get_many(self, session, keys)
+
+    monkeypatch.setattr(DirStore, "_read_many", noted_read)
+    monkeypatch.setattr(DirStore, "_get_many", noted_get)
+    store = DirStore(tmp_path)
+    store.local = local
+    with Session("reads", store=store) as fresh:
+        got = orjson.dumps(fresh.manage(orjson.loads(orjson.dumps(body)), "anthropic").body)
+    store.close()
+    assert got == want
+    assert threads, "nothing was read back"
+    if local:
+        # peek_many alone: no stamp, no trip to the worker.
+        assert threads == [("read", True)] * len(threads), threads
+    else:
+        assert all(not here for _, here in threads) and ("get", False) in threads, threads
+
+
+def test_peek_many_reads_what_get_many_reads_and_leaves_the_used_stamp(tmp_path: Path) -> None:
+    store = DirStore(tmp_path)
+    store.put_many("s", {"a" * 32: b"one", "b" * 32: MADE_PREFIX.encode() + b" a record"})
+    used = store.workspace("s") / "used"
+    used.touch()
+    os.utime(used, (1_000_000, 1_000_000))
+    store._stamped.clear()  # the stamp is due
+    keys = ["a" * 32, "b" * 32, "c" * 32]
+    assert store.peek_many("s", keys) == {"a" * 32: b"one", "b" * 32: MADE_PREFIX.encode() + b" a record"}
+    assert used.stat().st_mtime == 1_000_000
+    assert store.get_many("s", keys) == store.peek_many("s", keys)
+    assert used.stat().st_mtime > 1_000_000
+    store.close()

@@ -507,7 +507,7 @@ class _SessionArchive(Archive):
     def read_made(self, keys: list[str]) -> dict[str, str]:
         session = self.session
         try:
-            found: dict[str, bytes] = session._store_call(session.store.get_many, session.id, keys)
+            found = session._read_many(keys)
         except StoreError:
             return {}  # made again, as if nothing had been kept
         return {key: data.decode("utf-8", "surrogatepass") for key, data in found.items()}
@@ -1105,7 +1105,20 @@ class Session:
 
     def _read_record(self, keys: list[str]) -> Mapping[str, bytes]:
         """The record's entries among ``keys``, in one round trip within the request's time."""
-        found: Mapping[str, bytes] = self._store_call(self.store.get_many, self.id, keys)
+        return self._read_many(keys)
+
+    def _read_many(self, keys: list[str]) -> dict[str, bytes]:
+        """The entries among ``keys`` the store holds, in one round trip within the request's time:
+        on this thread when the store's reads cannot hang (:meth:`Store.reads_inline`)."""
+        store = self.store
+        found: dict[str, bytes]
+        if store.reads_inline(self.id):
+            if isinstance(store, MemoryStore):
+                return store.peek_many(self.id, keys)
+            deadline = self._deadline or Deadline(self.policy.store_timeout)
+            found = self._guard_of(store).call_here(deadline, store.peek_many, self.id, keys)
+        else:
+            found = self._store_call(store.get_many, self.id, keys)
         return found
 
     def _first_arrival(self, request: Request) -> bool:

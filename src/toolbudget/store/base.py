@@ -219,6 +219,21 @@ class Store(ABC):
             absent |= bad
         return absent
 
+    def reads_inline(self, session: str) -> bool:
+        """Whether :meth:`peek_many` may run on the caller's own thread (see :meth:`checks_inline`).
+
+        A session started again reads back what the one before it kept (its
+        previews, its schedule's decisions) in one or two batches; on a store
+        that cannot hang, the trips to the worker and back cost that request
+        more than the reads. ``False`` by default.
+        """
+        return False
+
+    def peek_many(self, session: str, keys: list[str]) -> dict[str, bytes]:
+        """:meth:`get_many`, writing nothing where the backend would note the use (a read made on
+        the caller's thread, :meth:`reads_inline`); the same call by default."""
+        return self.get_many(session, keys)
+
     def checks_inline(self, session: str) -> bool:
         """Whether :meth:`missing` of ``session``'s keys may run on the caller's own thread now.
 

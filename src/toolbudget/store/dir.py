@@ -243,6 +243,20 @@ class DirStore(Store):
         of every other call, since a write may wait (a frozen file system)."""
         return self.local and not self._stamp_due(self._session_dir(session))
 
+    def reads_inline(self, session: str) -> bool:
+        """On a local file system, a read is a look at the record log and a file or two; the
+        ``used`` stamp is left to the request's check of its keys (:meth:`peek_many`)."""
+        return self.local
+
+    def peek_many(self, session: str, keys: list[str]) -> dict[str, bytes]:
+        """:meth:`get_many` without the ``used`` stamp, a write: a frozen file system stalls it
+        where a read goes on. The request that reads also checks the keys its markers name, and
+        that check stamps when it is due."""
+        self._check_session(session)
+        wanted = [key for key in dict.fromkeys(keys) if is_key(key)]
+        self._check_open()
+        return self._read_many(session, wanted) if wanted else {}
+
     # -- holders and the TTL -----------------------------------------------------
 
     def hold(self, session: str) -> str:
@@ -526,6 +540,12 @@ class DirStore(Store):
         return data
 
     def _get_many(self, session: str, keys: list[str]) -> dict[str, bytes]:
+        found = self._read_many(session, keys)
+        if found:
+            self._stamp_now_and_then(self._session_dir(session))
+        return found
+
+    def _read_many(self, session: str, keys: list[str]) -> dict[str, bytes]:
         directory = self._existing_session_dir(session)
         if directory is None:
             return {}
@@ -538,8 +558,6 @@ class DirStore(Store):
             data = _read(os.path.join(results, key + _SUFFIX))
             if data is not None:
                 found[key] = data
-        if found:
-            self._stamp_now_and_then(directory)
         return found
 
     def _find(self, key: str, within: str) -> bytes | None:

@@ -29,6 +29,9 @@ class MemoryStore(Store):
     def checks_inline(self, session: str) -> bool:
         return True  # a dict behind a lock held for microseconds
 
+    def reads_inline(self, session: str) -> bool:
+        return True
+
     def _put(self, session: str, key: str, data: bytes) -> None:
         with self._lock:
             self._entries.setdefault((session, key), data)
