@@ -208,6 +208,40 @@ def test_a_session_holds_its_archive_from_its_first_key_and_never_before(tmp_pat
     assert not list((tmp_path / "toolbudget-late" / "holders").iterdir())
 
 
+def test_a_session_started_again_holds_in_the_same_trip_as_its_first_check(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first hold rides with the request's one trip to the store's worker (it cost a trip of its
+    own), and is held and let go as any hold."""
+    from toolbudget.store.guard import StoreGuard
+
+    big = history(outputs(2))
+    with Session("trips", store=f"dir:{tmp_path}", policy=POLICY) as first:
+        want = orjson.dumps(first.manage(big, "anthropic").body)
+    calls: list[str] = []
+    call = StoreGuard.call
+
+    def counted(self: StoreGuard, deadline: Any, fn: Any, *args: Any) -> Any:
+        calls.append(getattr(fn, "__name__", repr(fn)))
+        return call(self, deadline, fn, *args)
+
+    monkeypatch.setattr(StoreGuard, "call", counted)
+    holders = tmp_path / "toolbudget-trips" / "holders"
+    store = DirStore(tmp_path)  # opened here: its opening is a trip of its own
+    with Session("trips", store=store, policy=POLICY) as again:
+        assert orjson.dumps(again.manage(orjson.loads(orjson.dumps(big)), "anthropic").body) == want
+        assert calls == ["_held_check_and_keep"], calls
+        (held,) = holders.iterdir()
+        assert DirStore(tmp_path, sweep=False).live_holders("trips") == [held.name]
+        calls.clear()
+        # A managed body managed again reads each cut back to its original, here, not on the worker.
+        assert orjson.dumps(again.manage(orjson.loads(want), "anthropic").body) == want
+        assert "_held_check_and_keep" not in calls and "get" not in calls, calls
+        assert len(list(holders.iterdir())) == 1
+    store.close()
+    assert not list(holders.iterdir())
+
+
 def test_close_never_raises_out_of_the_with_block(tmp_path: Path) -> None:
     body = history(outputs(1))
     with Session("gone-root", store=f"dir:{tmp_path / 'root'}", policy=POLICY) as session:

@@ -433,6 +433,18 @@ def _check_and_keep(
     return absent, failed - (records or {}).keys() - (record or {}).keys() - riding.keys(), None
 
 
+def _held_check_and_keep(
+    store: Store, session: str, *args: Any
+) -> tuple[str | None, tuple[set[str], set[str], StoreError | None]]:
+    """The session's first hold of its directory (its holder's name, ``None`` when the store
+    could not make one, as :meth:`Session._hold` allows), then :func:`_check_and_keep`."""
+    holder = None
+    if isinstance(store, DirStore):
+        with contextlib.suppress(StoreError):
+            holder = store.hold(session)
+    return holder, _check_and_keep(store, session, *args)
+
+
 class _SessionArchive(Archive):
     """The archive of one session in its store, with keys only this session can compute.
 
@@ -562,7 +574,6 @@ class _SessionArchive(Archive):
             return frozenset()
         pending = pending or {}
         session = self.session
-        session._hold()
         named = self.named
         if named is not None and pending.keys() == named[0]:
             keys, sizes = named[1], named[2]  # the keys of the last check: most requests cut nothing new
@@ -575,6 +586,12 @@ class _SessionArchive(Archive):
         except StoreError as exc:
             session._store_failed(exc)
             return frozenset(keys)
+        # A session's first hold is made in the trip below, where one is made; a renewal, and a
+        # hold before a check made here, are made now.
+        first = session._first_hold(store)
+        if session._writes_later(store) or not first:
+            session._hold()
+            first = False
         if session._writes_later(store):
             # What the markers name is checked now; the records may follow the request.
             try:
@@ -595,6 +612,9 @@ class _SessionArchive(Archive):
             return self._keep_now(store, originals, pending, sizes, {**records, **own}, record)
         if keys and not records and not record and store.checks_inline(session.id):
             # Nothing to write: the check alone, where the request is, when it cannot hang.
+            if first:
+                session._hold()
+                first = False
             try:
                 if not session._missing_here(store, keys, sizes):
                     return frozenset()
@@ -602,7 +622,9 @@ class _SessionArchive(Archive):
                 session._store_failed(exc)
                 return frozenset(keys)
             # A key was lost (a clean, a flush): the worker looks again and keeps it.
-        return self._trip(store, keys, pending, sizes, records, record, session._schedule.decided_record())
+        return self._trip(
+            store, keys, pending, sizes, records, record, session._schedule.decided_record(), hold=first
+        )
 
     def _keep_now(
         self,
@@ -628,15 +650,25 @@ class _SessionArchive(Archive):
         records: Mapping[str, str] | None = None,
         record: Mapping[str, bytes] | None = None,
         rider: Callable[[], Mapping[str, bytes]] | None = None,
+        *,
+        hold: bool = False,
     ) -> frozenset[str]:
         """One trip to the store's worker for the check of ``keys`` and the writes; returns the
         originals that could not be kept (a record not kept costs no cut: the next request
-        keeps it again)."""
+        keeps it again). ``hold``: the session's first hold of its directory comes first, in
+        the same trip (a fresh session's first request paid a trip of its own for it)."""
         session = self.session
         try:
-            absent, failed, error = session._store_call(
-                _check_and_keep, store, session.id, keys, pending, records, sizes, record, rider
-            )
+            if hold:
+                holder, (absent, failed, error) = session._store_call(
+                    _held_check_and_keep, store, session.id, keys, pending, records, sizes, record, rider
+                )
+                if holder is not None and isinstance(store, DirStore):
+                    session._held(store, holder)
+            else:
+                absent, failed, error = session._store_call(
+                    _check_and_keep, store, session.id, keys, pending, records, sizes, record, rider
+                )
         except StoreError as exc:
             session._store_failed(exc)
             return frozenset(keys)  # nothing could be checked: no marker may promise a key
@@ -646,9 +678,8 @@ class _SessionArchive(Archive):
         return frozenset(key for key in failed if not pending[key].startswith(CUT_PREFIX))
 
     def original(self, key: str) -> str | None:
-        session = self.session
         try:
-            data = session._store_call(session.store.get, session.id, key)
+            data = self.session._read_many([key]).get(key)
         except StoreError:
             return None
         return self.verified(key, data)
@@ -656,7 +687,7 @@ class _SessionArchive(Archive):
     def absent(self, key: str) -> bool:
         session = self.session
         try:
-            data = session._store_call(session.store.get, session.id, key)
+            data = session._read_many([key]).get(key)
         except StoreError:
             return False  # a store that fails says nothing of what it holds
         if self.verified(key, data) is not None:
@@ -1026,11 +1057,21 @@ class Session:
         with contextlib.suppress(StoreError):
             if self._holder is None:
                 # Marks the archive in use, so no sweep or clean removes it under this session.
-                holder = self._store_call(store.hold, self._id)
-                self._lease.dir_store, self._lease.session_id = store, self._id
-                self._lease.holder = holder
+                self._held(store, self._store_call(store.hold, self._id))
             elif store.renew_due(self._id):
                 self._store_call(store.renew, self._id, self._holder)
+
+    def _first_hold(self, store: Store) -> bool:
+        """Whether the session has yet to hold its directory in ``store``."""
+        return (
+            isinstance(store, DirStore) and self._holder is None and not self._closed and self._id is not None
+        )
+
+    def _held(self, store: DirStore, holder: str) -> None:
+        """Note the holder the store made for this session, to release it at the end."""
+        assert self._id is not None
+        self._lease.dir_store, self._lease.session_id = store, self._id
+        self._lease.holder = holder
 
     @contextlib.contextmanager
     def _request_time(self) -> Iterator[None]:
