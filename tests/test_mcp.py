@@ -193,6 +193,8 @@ def test_recall_takes_the_grammar_of_handle_recall_whatever_json_the_model_sends
             {"key": key, "lines": 1.5},
             {"key": 7},
             {"key": key, "grep": 12},
+            {"key": key, "line": "1:5"},  # a name the tool does not take: said, never ignored
+            {"key": key, "lines": "1:5", "page": 2},
         ]
         expected = [
             as_served(session.handle_recall(args)).replace("toolbudget_recall:", "recall:") for args in asked

@@ -32,6 +32,7 @@ never existed.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Annotated, Any
 
 import orjson
@@ -42,6 +43,12 @@ from .errors import InputError, NotFoundError
 from .policy import Policy
 from .recall import RECALL_DESCRIPTION, RECALL_PARAMETERS, answer, valid_key
 from .store import Store
+
+try:
+    # At module level: the SDK reads the tool's annotations from this module's names.
+    from mcp.server.mcpserver import Context
+except ImportError:  # pragma: no cover - build_server says which extra to install
+    Context = Any  # type: ignore[misc,assignment]
 
 __all__ = ["RecallServer", "build_server"]
 
@@ -175,6 +182,16 @@ def _cut_of(data: bytes) -> tuple[str, str] | None:
     return fields["key"], FOLDED_TURNS if fields.get("kind") == "turns" else UNKNOWN_TOOL
 
 
+def _arguments_of(ctx: Any) -> dict[str, Any] | None:
+    """The ``arguments`` of the tool call ``ctx`` serves, as sent; ``None`` when it does not say."""
+    try:
+        params = ctx.request_context.params
+    except (AttributeError, ValueError):
+        return None  # no request behind the call (called in-process)
+    arguments = params.get("arguments") if isinstance(params, Mapping) else None
+    return dict(arguments) if isinstance(arguments, Mapping) else None
+
+
 def build_server(answers: RecallServer) -> Any:
     """The MCP server (``mcp.server.mcpserver.MCPServer``) with ``recall`` and ``stats``."""
     try:
@@ -198,7 +215,13 @@ def build_server(answers: RecallServer) -> Any:
         meta=meta,
         structured_output=False,
     )
-    def recall(key: Key, lines: Lines = None, grep: Grep = None, chars: Chars = None) -> str:
+    def recall(ctx: Context, key: Key, lines: Lines = None, grep: Grep = None, chars: Chars = None) -> str:
+        # The arguments as the model sent them, when the request has them: the SDK's argument
+        # model drops a name it does not know, and a model that wrote ``line`` for ``lines``
+        # must be told so, as Session.handle_recall tells it, not answered the first page.
+        sent = _arguments_of(ctx)
+        if sent is not None:
+            return answers.recall(sent)
         given = {"key": key, "lines": lines, "grep": grep, "chars": chars}
         return answers.recall({k: v for k, v in given.items() if v is not None})
 
