@@ -32,7 +32,8 @@ is floor + prefix + write: the p95 of that over requests, and the share of
 requests that write at all, say whether any ``manage`` keeping both promises
 can meet the target on this machine, whatever its previews cost.
 
-    python bench/warm_floor.py [--sessions 10] [--repeat 50] [--out bench/results/warm_floor.json]
+    python bench/warm_floor.py [--sessions 10] [--repeat 50] [--write-repeat 5]
+                               [--out bench/results/warm_floor.json]
 """
 
 from __future__ import annotations
