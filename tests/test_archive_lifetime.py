@@ -571,3 +571,48 @@ def test_stores_hold_what_a_session_checks(tmp_path: Path) -> None:
         assert store.put_many("s", {other: b"y"}) == set()
         assert store.missing("s", [key, other]) == set()
         store.close()
+
+
+def test_a_first_hold_whose_check_fails_is_still_released_at_close(tmp_path: Path) -> None:
+    """The first hold rides with the request's check and writes: when that check fails (a record
+    log that cannot be read), the holder it made is still the session's, let go at ``close()``, and
+    the next request makes no second one."""
+    directory = tmp_path / "toolbudget-unreadable"
+    directory.mkdir(mode=0o700)
+    (directory / "records").mkdir(mode=0o700)  # reading the log fails: so does every check
+    store = DirStore(tmp_path)
+    with Session("unreadable", store=store, policy=POLICY) as session:
+        session.manage(history(outputs(2)), "anthropic")
+        session.manage(history(outputs(3)), "anthropic")
+        assert len(list((directory / "holders").iterdir())) == 1
+    assert store.live_holders("unreadable") == []
+    store.close()
+
+
+def test_a_first_hold_whose_trip_outlived_the_request_is_still_released_at_close(tmp_path: Path) -> None:
+    """A first request whose one trip to the worker (hold, check, writes) takes longer than the
+    store's bound goes on without it; the holder the worker makes after that is still the session's,
+    and ``close()`` lets it go."""
+    import dataclasses
+    import threading
+
+    from toolbudget.store import guard
+
+    done = threading.Event()
+
+    class SlowWrites(DirStore):
+        def _put_many(self, session: str, items: dict[str, bytes], check: list[str]) -> set[str]:
+            time.sleep(0.5)
+            try:
+                return super()._put_many(session, items, check)
+            finally:
+                done.set()
+
+    store = SlowWrites(tmp_path)
+    policy = dataclasses.replace(POLICY, store_timeout=0.1)
+    with Session("slow", store=store, policy=policy) as session:
+        session.manage(history(outputs(2)), "anthropic")  # the trip is given up after 0.1 s
+        assert done.wait(5)
+        time.sleep(guard.COOL_DOWN + 0.2)  # the guard lets calls through again, for the release
+    assert store.live_holders("slow") == []
+    store.close()
