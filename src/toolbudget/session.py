@@ -433,16 +433,23 @@ def _check_and_keep(
     return absent, failed - (records or {}).keys() - (record or {}).keys() - riding.keys(), None
 
 
+def _take_hold(store: DirStore, session: str, lease: _Lease) -> None:
+    """Hold the session's directory and note the holder in ``lease`` at once, on the thread that
+    made it: a caller that stopped waiting for the trip (a store over its bound) or a check after
+    it that failed would otherwise lose the holder, live while this process runs, and never let it
+    go (:meth:`_Lease.took`)."""
+    lease.took(store, session, store.hold(session))
+
+
 def _held_check_and_keep(
-    store: Store, session: str, *args: Any
-) -> tuple[str | None, tuple[set[str], set[str], StoreError | None]]:
-    """The session's first hold of its directory (its holder's name, ``None`` when the store
-    could not make one, as :meth:`Session._hold` allows), then :func:`_check_and_keep`."""
-    holder = None
+    store: Store, session: str, lease: _Lease, *args: Any
+) -> tuple[set[str], set[str], StoreError | None]:
+    """The session's first hold of its directory (noted in ``lease``; none when the store could
+    not make one, as :meth:`Session._hold` allows), then :func:`_check_and_keep`."""
     if isinstance(store, DirStore):
         with contextlib.suppress(StoreError):
-            holder = store.hold(session)
-    return holder, _check_and_keep(store, session, *args)
+            _take_hold(store, session, lease)
+    return _check_and_keep(store, session, *args)
 
 
 class _SessionArchive(Archive):
@@ -660,11 +667,18 @@ class _SessionArchive(Archive):
         session = self.session
         try:
             if hold:
-                holder, (absent, failed, error) = session._store_call(
-                    _held_check_and_keep, store, session.id, keys, pending, records, sizes, record, rider
+                absent, failed, error = session._store_call(
+                    _held_check_and_keep,
+                    store,
+                    session.id,
+                    session._lease,
+                    keys,
+                    pending,
+                    records,
+                    sizes,
+                    record,
+                    rider,
                 )
-                if holder is not None and isinstance(store, DirStore):
-                    session._held(store, holder)
             else:
                 absent, failed, error = session._store_call(
                     _check_and_keep, store, session.id, keys, pending, records, sizes, record, rider
@@ -731,11 +745,29 @@ class _Lease:
         self.holder: str | None = None
         self.guard: StoreGuard | None = None
         self.owned: Store | None = None
+        self.ended = False
+        self._lock = threading.Lock()
+
+    def took(self, store: DirStore, session_id: str, holder: str) -> None:
+        """Note a holder the store made for the session, on whichever thread made it.
+
+        One the lease cannot keep is released at once: the session ended while the trip that made
+        it was under way (the caller stopped waiting for a store over its bound), or holds already
+        (a later request held while that trip was stuck)."""
+        with self._lock:
+            keep = not self.ended and self.holder is None
+            if keep:
+                self.dir_store, self.session_id, self.holder = store, session_id, holder
+        if not keep:
+            with contextlib.suppress(StoreError):
+                store.release(session_id, holder)
 
     def end(self) -> None:
         """Release everything; never raises, nor waits for a store that hangs longer than a request would."""
-        store, holder, session_id = self.dir_store, self.holder, self.session_id
-        self.holder = None
+        with self._lock:
+            self.ended = True
+            store, holder, session_id = self.dir_store, self.holder, self.session_id
+            self.holder = None
         try:
             if store is not None and holder is not None and session_id is not None:
                 if self.guard is not None:
@@ -1057,7 +1089,7 @@ class Session:
         with contextlib.suppress(StoreError):
             if self._holder is None:
                 # Marks the archive in use, so no sweep or clean removes it under this session.
-                self._held(store, self._store_call(store.hold, self._id))
+                self._store_call(_take_hold, store, self._id, self._lease)
             elif store.renew_due(self._id):
                 self._store_call(store.renew, self._id, self._holder)
 
@@ -1066,12 +1098,6 @@ class Session:
         return (
             isinstance(store, DirStore) and self._holder is None and not self._closed and self._id is not None
         )
-
-    def _held(self, store: DirStore, holder: str) -> None:
-        """Note the holder the store made for this session, to release it at the end."""
-        assert self._id is not None
-        self._lease.dir_store, self._lease.session_id = store, self._id
-        self._lease.holder = holder
 
     @contextlib.contextmanager
     def _request_time(self) -> Iterator[None]:
