@@ -20,6 +20,7 @@ import orjson
 import pytest
 
 from toolbudget import budget, to_request
+from toolbudget.errors import StoreError
 from toolbudget.incremental import HISTORY
 from toolbudget.model import Conversation
 from toolbudget.policy import Policy
@@ -295,4 +296,18 @@ def test_peek_many_reads_what_get_many_reads_and_leaves_the_used_stamp(tmp_path:
     assert used.stat().st_mtime == 1_000_000
     assert store.get_many("s", keys) == store.peek_many("s", keys)
     assert used.stat().st_mtime > 1_000_000
+    store.close()
+
+
+def test_a_record_log_that_cannot_be_read_fails_only_the_keys_no_file_holds(tmp_path: Path) -> None:
+    """An original is a file: read back beside a broken log (as ``get`` reads it), where a key that
+    only the log could hold is an error, never taken for absent."""
+    store = DirStore(tmp_path)
+    original, record = "a" * 32, "b" * 32
+    store.put_many("s", {original: b"the original"})
+    (store.workspace("s") / "records").mkdir()  # the log's place taken: it cannot be read
+    assert store.peek_many("s", [original]) == {original: b"the original"}
+    assert store.get_many("s", [original]) == {original: b"the original"}
+    with pytest.raises(StoreError):
+        store.peek_many("s", [original, record])
     store.close()

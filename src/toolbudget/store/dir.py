@@ -551,13 +551,20 @@ class DirStore(Store):
             return {}
         results = os.path.join(directory, _RESULTS)
         # The log first: one look answers for every record, where each file is a look of its own.
-        found = self._log_read(directory, keys)
+        # A log that cannot be read fails only the keys no file holds: an original is a file.
+        unread: StoreError | None = None
+        try:
+            found = self._log_read(directory, keys)
+        except StoreError as error:
+            unread, found = error, {}
         for key in keys:
             if key in found:
                 continue
             data = _read(os.path.join(results, key + _SUFFIX))
             if data is not None:
                 found[key] = data
+        if unread is not None and len(found) < len(keys):
+            raise unread
         return found
 
     def _find(self, key: str, within: str) -> bytes | None:
