@@ -183,6 +183,7 @@ def rendered_states(
 
 def bound(texts: list[dict[State, str]], best: list[float]) -> tuple[float, float]:
     """(smallest worst-over-prefixes ratio of any schedule, smallest final cost of any schedule)."""
+    _memo_for(texts)
     labels: dict[State, list[tuple[float, float]]] = {
         s: [(step_cost("", t), step_cost("", t) / best[0])] for s, t in texts[0].items()
     }
@@ -199,6 +200,7 @@ def prefix_bounds(texts: list[dict[State, str]], best: list[float]) -> list[floa
     j, which nothing later changes, so the smallest worst among the labels at
     j is the bound of the session that ends there.
     """
+    _memo_for(texts)
     out = [min(step_cost("", t) / best[0] for t in texts[0].values())]
     labels: dict[State, list[tuple[float, float]]] = {
         s: [(step_cost("", t), step_cost("", t) / best[0])] for s, t in texts[0].items()
@@ -209,15 +211,31 @@ def prefix_bounds(texts: list[dict[State, str]], best: list[float]) -> list[floa
     return out
 
 
-_steps: dict[tuple[int, int, State, State], float] = {}
+_steps: dict[tuple[int, int, State, State], tuple[dict[State, str], dict[State, str], float]] = {}
+_steps_of: list[list[dict[State, str]]] = []
+"""The session whose moves ``_steps`` holds: the memo is dropped when a search of another begins."""
+
+
+def _memo_for(texts: list[dict[State, str]]) -> None:
+    """Keep ``_steps`` for ``texts`` alone, so that no other session's renderings stay alive."""
+    if not _steps_of or _steps_of[0] is not texts:
+        _steps.clear()
+        _steps_of[:] = [texts]
 
 
 def _step(before: dict[State, str], texts: dict[State, str], old: State, new: State) -> float:
-    """``step_cost`` of one move, remembered: the bisection walks the same moves many times."""
+    """``step_cost`` of one move, remembered: the bisection walks the same moves many times.
+
+    Keyed by the identity of the two requests' renderings, and kept with them: an id is
+    reused once its object is gone, and a cost remembered for a session since dropped
+    would otherwise be taken for a move of a new one (it made a search of made-up
+    sessions wrong, now and then, depending on where the allocator put them)."""
     key = (id(before), id(texts), old, new)
-    cost = _steps.get(key)
-    if cost is None:
-        cost = _steps[key] = step_cost(before[old], texts[new])
+    known = _steps.get(key)
+    if known is not None and known[0] is before and known[1] is texts:
+        return known[2]
+    cost = step_cost(before[old], texts[new])
+    _steps[key] = (before, texts, cost)
     return cost
 
 
@@ -262,6 +280,7 @@ def online_slack(texts: list[dict[State, str]], best: list[float], bounds: list[
     this session and one of its prefixes look the same, it is more than 0.02
     above the bound on one of the two.
     """
+    _memo_for(texts)
 
     def feasible(slack: float) -> bool:
         labels: dict[State, list[tuple[float, float]]] = {}

@@ -66,3 +66,19 @@ def test_prefix_bounds_and_the_least_margin_are_what_every_path_says(seed: int) 
     assert schedule_bound.bound(texts, best)[0] == pytest.approx(bounds[-1], abs=1e-12)
     slack = schedule_bound.online_slack(texts, best, found)
     assert least - 1e-9 <= slack <= least + 1e-4  # bisection to 1e-4, never below the truth
+
+
+def test_a_move_remembered_for_a_dropped_session_is_never_taken_for_a_new_ones() -> None:
+    """The search remembers each move's cost by the identity of the renderings; CPython hands a
+    dropped dict's address to the next one made, so without keeping them, a new session's move
+    got the cost of an old one (which failed the search of a made-up session now and then)."""
+    for _ in range(20):
+        old_before: dict[tuple[int, ...], str] = {(0,): "abc" * 50}
+        old_texts: dict[tuple[int, ...], str] = {(0,): "abcdef" * 50}
+        schedule_bound._step(old_before, old_texts, (0,), (0,))
+        del old_texts  # freed in this order, the next two dicts take their addresses
+        del old_before
+        before: dict[tuple[int, ...], str] = {(0,): "xyz" * 50}
+        texts: dict[tuple[int, ...], str] = {(0,): "q" * 900}
+        want = schedule_bound.step_cost(before[(0,)], texts[(0,)])
+        assert schedule_bound._step(before, texts, (0,), (0,)) == want
