@@ -593,13 +593,13 @@ class _SessionArchive(Archive):
         except StoreError as exc:
             session._store_failed(exc)
             return frozenset(keys)
-        # A session's first hold is made in the trip below, where one is made; a renewal, and a
+        # A session's first hold rides in the trip below, where one is made; a renewal, and a
         # hold before a check made here, are made now.
-        first = session._first_hold(store)
-        if session._writes_later(store) or not first:
+        deferring = session._writes_later(store)
+        first = not deferring and session._first_hold(store)
+        if not first:
             session._hold()
-            first = False
-        if session._writes_later(store):
+        if deferring:
             # What the markers name is checked now; the records may follow the request.
             try:
                 absent = session._missing_here(store, keys, sizes) if keys else set()
@@ -851,7 +851,7 @@ class Session:
         whether it is known valid (it appends validly to a valid history)."""
         self._schedule = Schedule()
         self._windows: tuple[Policy, str | None, int] | None = None
-        self._schedule.record = StoreRecord(self._key_for, self._read_record)
+        self._schedule.record = StoreRecord(self._key_for, self._read_many)
         self._schedule.key_for = self._key_for
         self._arrival: float | None = None
         """When the request being managed arrived, if the caller said (``now=``)."""
@@ -1169,10 +1169,6 @@ class Session:
 
     def _key_for(self, text: str) -> str:
         return self.archive.key_for(text)
-
-    def _read_record(self, keys: list[str]) -> Mapping[str, bytes]:
-        """The record's entries among ``keys``, in one round trip within the request's time."""
-        return self._read_many(keys)
 
     def _read_many(self, keys: list[str]) -> dict[str, bytes]:
         """The entries among ``keys`` the store holds, in one round trip within the request's time:

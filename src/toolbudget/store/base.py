@@ -13,7 +13,7 @@ import hashlib
 import re
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import Self
 
@@ -182,10 +182,16 @@ class Store(ABC):
 
     def get_many(self, session: str, keys: list[str]) -> dict[str, bytes]:
         """The bytes of each of ``keys`` the store holds, in one round trip; absent keys are left out."""
+        return self._batch(session, keys, self._get_many)
+
+    def _batch(
+        self, session: str, keys: list[str], read: Callable[[str, list[str]], dict[str, bytes]]
+    ) -> dict[str, bytes]:
+        """``read`` of the well-formed ``keys``, each once, after the checks every read makes."""
         self._check_session(session)
         wanted = [key for key in dict.fromkeys(keys) if is_key(key)]
         self._check_open()
-        return self._get_many(session, wanted) if wanted else {}
+        return read(session, wanted) if wanted else {}
 
     def missing(self, session: str, keys: list[str], sizes: Mapping[str, int] | None = None) -> set[str]:
         """Which of ``keys`` the store does not hold; the ones it holds are accessed.
@@ -231,8 +237,8 @@ class Store(ABC):
 
     def peek_many(self, session: str, keys: list[str]) -> dict[str, bytes]:
         """:meth:`get_many`, writing nothing where the backend would note the use (a read made on
-        the caller's thread, :meth:`reads_inline`); the same call by default."""
-        return self.get_many(session, keys)
+        the caller's thread, :meth:`reads_inline`)."""
+        return self._batch(session, keys, self._peek_many)
 
     def checks_inline(self, session: str) -> bool:
         """Whether :meth:`missing` of ``session``'s keys may run on the caller's own thread now.
@@ -338,6 +344,10 @@ class Store(ABC):
     def _discard(self, session: str, keys: list[str]) -> None:
         """Remove the (torn) entries of ``keys``; one already gone is not an error."""
         raise StoreError(f"the store {self.url} cannot remove a torn entry")
+
+    def _peek_many(self, session: str, keys: list[str]) -> dict[str, bytes]:
+        """``_get_many`` by default; a backend whose reads note their use leaves that out here."""
+        return self._get_many(session, keys)
 
     def _get_many(self, session: str, keys: list[str]) -> dict[str, bytes]:
         """Each key's ``_get``; a backend with pipelines or ``IN`` queries does it in one trip."""

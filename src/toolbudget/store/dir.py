@@ -248,14 +248,11 @@ class DirStore(Store):
         ``used`` stamp is left to the request's check of its keys (:meth:`peek_many`)."""
         return self.local
 
-    def peek_many(self, session: str, keys: list[str]) -> dict[str, bytes]:
-        """:meth:`get_many` without the ``used`` stamp, a write: a frozen file system stalls it
-        where a read goes on. The request that reads also checks the keys its markers name, and
-        that check stamps when it is due."""
-        self._check_session(session)
-        wanted = [key for key in dict.fromkeys(keys) if is_key(key)]
-        self._check_open()
-        return self._read_many(session, wanted) if wanted else {}
+    def _peek_many(self, session: str, keys: list[str]) -> dict[str, bytes]:
+        """The read without the ``used`` stamp, a write: a frozen file system stalls it where a
+        read goes on. The request that reads also checks the keys its markers name, and that
+        check stamps when it is due."""
+        return self._read_many(session, keys)
 
     # -- holders and the TTL -----------------------------------------------------
 
