@@ -187,6 +187,36 @@ def test_nobody_holding_an_archive_for_its_ttl_removes_it_but_never_a_live_one(t
     assert store.get("held", key) is None
 
 
+@pytest.mark.skipif(
+    not hasattr(os, "fork") or not os.path.exists("/proc/self/stat"), reason="needs fork and /proc"
+)
+def test_a_forked_process_holds_in_its_own_name(tmp_path: Path) -> None:
+    """A holder names the process that made it, read once per process: a child forked after its
+    parent held must not hold in the parent's name (the parent's exit would make it look dead)."""
+    from toolbudget.store.dir import _start_of
+
+    own = _start_of(os.getpid())
+    assert own is not None
+    store = DirStore(tmp_path, sweep=False)
+    parent = store.hold("before")
+    assert f"-{os.getpid()}-{own}-" in parent
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: hold, say in what name, and leave without running the test's teardown
+        try:
+            os.write(write, DirStore(tmp_path, sweep=False).hold("after").encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as pipe:
+        name = pipe.read().decode()
+    os.waitpid(pid, 0)
+    assert f"-{pid}-" in name and f"-{os.getpid()}-" not in name
+    start = name.rsplit("-", 1)[0].split("-", 2)[2]
+    assert start.split(".")[0] == own.split(".")[0]  # the same boot
+    assert start != own  # the child's own start, not its parent's
+
+
 def test_a_session_holds_its_archive_from_its_first_key_and_never_before(tmp_path: Path) -> None:
     small, big = history(["ok\n"] * 3), history(["ok\n"] * 3 + outputs(1))
     with Session("late", store=f"dir:{tmp_path}", policy=POLICY) as session:

@@ -190,6 +190,45 @@ def test_an_earlier_history_edited_in_place_is_not_taken_for_the_last_one() -> N
     assert b"short now" in got
 
 
+def test_the_whole_pipeline_takes_the_historys_text_from_its_parse(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The text a session keeps to recognise its next request is its entries' texts joined (the
+    parse wrote each already), byte for byte what writing the whole history gives."""
+    import toolbudget.session as session_module
+    from toolbudget.incremental import fingerprint
+
+    written: list[Any] = []
+
+    def writing(entries: Any) -> bytes | None:
+        written.append(entries)
+        return fingerprint(entries)
+
+    monkeypatch.setattr(session_module, "fingerprint", writing)
+    body = _body(_history(8)[:9])
+    with Session("inc", store="memory:") as session:
+        session.manage(body, "anthropic")  # a session's first request: the whole pipeline
+        prefix = session._prefix
+    assert prefix is not None
+    assert bytes(prefix.history) + b"]" == orjson.dumps(body["messages"])
+    assert written == []  # not written a second time
+
+
+def test_a_list_edited_in_place_and_sent_again_is_read_as_it_is_now() -> None:
+    """A caller that keeps one list, edits an entry of it in place and sends it again, is not
+    answered from the text of the list as its last parse saw it."""
+    history = _history(8)[:9]
+    body = _body(history)
+    with Session("inc", store="memory:") as session:
+        session.manage(body, "anthropic")
+        history[2]["content"][0]["content"] = "short now"
+        first = orjson.dumps(session.manage(body, "anthropic").body)
+        history.extend(_history(8)[9:11])
+        second = orjson.dumps(session.manage(body, "anthropic").body)
+        prefix = session._prefix
+    assert b"short now" in first and first == _from_scratch(_body(history[:9]))
+    assert second == _from_scratch(_body(history))
+    assert prefix is not None and bytes(prefix.history) + b"]" == orjson.dumps(history)
+
+
 @pytest.mark.parametrize("old, new", [(1, 1.0), (1, True), (0, False)])
 def test_values_equal_in_python_but_not_in_json_are_told_apart(old: Any, new: Any) -> None:
     history = _history(6)

@@ -1402,7 +1402,13 @@ class Session:
             return None
         entries = parsed.get(key)
         hint, self._hint = self._hint, None
-        text = hint[1] if hint is not None and hint[0] is request else fingerprint(entries)
+        if hint is not None and hint[0] is request:
+            text: bytes | None = hint[1]
+        else:
+            cache = self._caches.get(api)
+            text = (cache.text_of(entries, request.messages) if cache is not None else None) or fingerprint(
+                entries
+            )
         head = head_of(parsed, key)
         if text is None or head is None or not isinstance(entries, list):
             return None

@@ -262,8 +262,7 @@ class DirStore(Store):
         self._check_open()
         directory = self._session_dir(session)
         holders = os.path.join(directory, _HOLDERS)
-        pid = os.getpid()
-        start = _start_of(pid)
+        pid, start = _own_start()
         name = "-".join([_host(), str(pid), *([start] if start else []), secrets.token_hex(4)])
         try:
             self._private_dir(directory)
@@ -959,6 +958,19 @@ def _boot_id() -> str:
         except (OSError, ValueError):
             _BOOT.append("")
     return _BOOT[0]
+
+
+_OWN: list[tuple[int, str | None]] = []
+
+
+def _own_start() -> tuple[int, str | None]:
+    """This process's pid and :func:`_start_of`, read from ``/proc`` once per process (a fork
+    reads its own): a session's first request holds its directory, and the read was a third of
+    that hold."""
+    pid = os.getpid()
+    if not _OWN or _OWN[0][0] != pid:
+        _OWN[:] = [(pid, _start_of(pid))]
+    return _OWN[0]
 
 
 def _start_of(pid: int) -> str | None:

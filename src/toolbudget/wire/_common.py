@@ -470,6 +470,8 @@ class EntryCache:
         """Other parsed parts of a body (tool lists), by a tag and their JSON text."""
         self.sizes: dict[int, int] = {}
         """``measure`` of each cached message, by ``id``: valid while the message is cached."""
+        self.history: tuple[list[Any], tuple[Message, ...], bytes] | None = None
+        """The last history :meth:`parse_all` read, its messages and its JSON text (see :meth:`text_of`)."""
 
     def parse(self, raw: Any, location: str, parse_one: Callable[[Any, str], Message]) -> Message:
         try:
@@ -488,12 +490,16 @@ class EntryCache:
         known = self.entries
         measure = self.measure
         out = []
+        texts: list[bytes] | None = []
         for raw, location in zip(entries, locations(key, len(entries)), strict=False):
             try:
                 text = orjson.dumps(raw)
             except TypeError:
+                texts = None
                 out.append(parse_one(raw, location))
                 continue
+            if texts is not None:
+                texts.append(text)
             message = known.get(text)
             if message is None:
                 message = parse_one(raw, location)
@@ -503,7 +509,19 @@ class EntryCache:
                 if measure is not None:
                     self.sizes[id(message)] = measure(message)
             out.append(message)
-        return tuple(out)
+        # The history's own text is its entries' texts, joined as orjson joins a list's items:
+        # a session that keeps it (to recognise its next request) need not write it again.
+        messages = tuple(out)
+        self.history = None if not texts else (entries, messages, b"[" + b",".join(texts) + b"]")
+        return messages
+
+    def text_of(self, entries: Any, messages: tuple[Message, ...]) -> bytes | None:
+        """``orjson.dumps(entries)`` when :meth:`parse_all` read ``entries`` last, into ``messages``
+        (the very tuple it made, alive since, so made from this list as it was then), else ``None``."""
+        history = self.history  # one read: another thread's parse may replace it meanwhile
+        if history is None or history[0] is not entries or history[1] is not messages:
+            return None
+        return history[2]
 
     def _add(self, text: bytes, message: Message) -> Message:
         """Remember ``message``, parsed from ``text``; returns it."""
