@@ -47,6 +47,22 @@ def test_records_go_to_the_log_and_originals_to_files(tmp_path: Path) -> None:
     assert again.missing("s1", [OTHER], {OTHER: len(_record("cut of x"))}) == set()
 
 
+def test_a_read_of_many_keys_finds_each_where_it_is(tmp_path: Path) -> None:
+    """Past a few keys missing from the log, the files are found by one listing: the originals, a
+    record kept as a file (it holds the frame byte), and nothing for the keys never written."""
+    store = DirStore(tmp_path)
+    originals = {f"{i:032x}": b"original %d" % i for i in range(6)}
+    logged = {f"{i:032x}": _record(f"record {i}") for i in range(10, 16)}
+    as_file = {"ab" * 16: _record("a frame byte \x1e inside")}
+    assert store.put_many("s1", {**originals, **logged, **as_file}) == set()
+    absent = [f"{i:032x}" for i in range(20, 32)]
+    asked = [*absent, *originals, *logged, *as_file]
+    for reader in (store, DirStore(tmp_path)):  # this process, and one with nothing remembered
+        assert reader.get_many("s1", asked) == {**originals, **logged, **as_file}
+        assert reader.get_many("s1", absent) == {}
+        assert reader.get_many("s1", [*absent, KEY]) == {}
+
+
 def test_a_record_held_already_is_not_appended_again(tmp_path: Path) -> None:
     store = DirStore(tmp_path)
     store.put_many("s1", {OTHER: _record("once")})

@@ -553,9 +553,19 @@ class DirStore(Store):
             found = self._log_read(directory, keys)
         except StoreError as error:
             unread, found = error, {}
-        for key in keys:
-            if key in found:
-                continue
+        rest = [key for key in keys if key not in found]
+        if len(rest) > _LSTAT_UP_TO:
+            # A cold session asks for the records of every result that may be cut, most never
+            # made: past a few keys, one listing answers for the absent ones, where each would
+            # cost a failed open (and its exception).
+            try:
+                names = set(os.listdir(results))
+            except FileNotFoundError:
+                names = set()
+            except OSError as error:
+                raise StoreError(f"cannot list {results}: {_why(error)}") from error
+            rest = [key for key in rest if key + _SUFFIX in names]
+        for key in rest:
             data = _read(os.path.join(results, key + _SUFFIX))
             if data is not None:
                 found[key] = data
