@@ -207,6 +207,7 @@ def test_the_whole_pipeline_takes_the_historys_text_from_its_parse(monkeypatch: 
     with Session("inc", store="memory:") as session:
         session.manage(body, "anthropic")  # a session's first request: the whole pipeline
         prefix = session._prefix
+        assert session._caches["anthropic"].history is None  # taken: the cache keeps no body alive
     assert prefix is not None
     assert bytes(prefix.history) + b"]" == orjson.dumps(body["messages"])
     assert written == []  # not written a second time

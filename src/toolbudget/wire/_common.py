@@ -516,11 +516,20 @@ class EntryCache:
         return messages
 
     def text_of(self, entries: Any, messages: tuple[Message, ...]) -> bytes | None:
-        """``orjson.dumps(entries)`` when :meth:`parse_all` read ``entries`` last, into ``messages``
-        (the very tuple it made, alive since, so made from this list as it was then), else ``None``."""
+        """The JSON text of ``entries`` when :meth:`parse_all` read them last, into ``messages``
+        (the very tuple it made, alive since, so made from this list as it was then), else ``None``.
+
+        It is taken once: the cache does not keep a caller's body alive after it. It is the
+        text ``orjson.dumps(entries)`` writes, but for a list whose entries are nested up to
+        orjson's depth limit, which it writes one by one and refuses as a list: that history
+        can never be recognised as the start of another (whose text cannot be written), so
+        the text stands for nothing a later request could match.
+        """
         history = self.history  # one read: another thread's parse may replace it meanwhile
         if history is None or history[0] is not entries or history[1] is not messages:
             return None
+        if self.history is history:
+            self.history = None
         return history[2]
 
     def _add(self, text: bytes, message: Message) -> Message:
