@@ -167,6 +167,34 @@ def _scratch(
         return _fresh(sid, store, policy, body, "anthropic")
 
 
+def test_a_fresh_session_reads_back_the_summaries_of_small_results_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past its high watermark a long history has its small results summarised too, whatever
+    their size, which only the schedule says: a session started again reads those summaries
+    back (one more batched read) instead of making them again, and sends the same bytes."""
+    policy = Policy(context_window_tokens=12_000)
+    messages = _turns(40, 2_400)["messages"]  # every result under the size compaction starts at
+    requests = [{"model": MODEL, "max_tokens": 100, "messages": messages[: 2 * t + 1]} for t in range(1, 41)]
+    store = Counting(tmp_path)
+    made = Made(monkeypatch)
+    with Session("small", store=store, policy=policy) as warm:
+        for body in requests:
+            managed = warm.manage(orjson.loads(orjson.dumps(body)), "anthropic")
+    want = orjson.dumps(managed.body)
+    assert b"compiling unit" in want and want.count(b"toolbudget") > 10  # summarised, small as they are
+    store.calls.clear()
+    made.count = 0
+    got = _fresh("small", store, policy, requests[-1], "anthropic")
+    fresh_made, fresh_calls = made.count, list(store.calls)
+    made.count = 0
+    scratch = _scratch("small", store, policy, requests[-1], monkeypatch)
+    assert got == scratch == want
+    assert made.count > 10  # made from scratch, the summaries are many
+    assert fresh_made == 0, fresh_made
+    assert fresh_calls.count("get_many") <= 3 and "get" not in fresh_calls, fresh_calls
+
+
 def test_a_record_of_another_policy_is_never_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     store = DirStore(tmp_path)
     body = _turns(12)

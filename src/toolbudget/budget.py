@@ -477,6 +477,20 @@ class _Cutter:
         self._policy_digest: str | None = None
         self.point = 0
         """The request point being budgeted (how many messages it holds), noted in each record."""
+        self.asked: set[str] | None = None
+        """The records :func:`_read_back` asked for, when this request read back (a cold archive)."""
+        self._arguments: dict[int, tuple[ToolCall, str]] = {}
+
+    def key_argument(self, call: ToolCall | None) -> str:
+        """:func:`~toolbudget.compaction.key_argument` of ``call``, worked out once a request (a
+        cold request's reads and its summaries both name each summary by it). By ``id``, with
+        the call kept beside it, so no other call can take its ``id`` meanwhile."""
+        if call is None:
+            return key_argument(None)
+        found = self._arguments.get(id(call))
+        if found is None or found[0] is not call:
+            found = self._arguments[id(call)] = (call, key_argument(call))
+        return found[1]
 
     @property
     def policy_digest(self) -> str:
@@ -582,7 +596,7 @@ class _Cutter:
         """
         original = slot.original
         key, path = self.store(original)
-        memo_key = (key or "", slot.tool, key_argument(slot.call), slot.result.is_error, self.route)
+        memo_key = (key or "", slot.tool, self.key_argument(slot.call), slot.result.is_error, self.route)
         memo = self.known.summaries if self.known is not None and key is not None else None
         text = memo.get(memo_key) if memo is not None else None
         if text is None:
@@ -1015,6 +1029,7 @@ def _read_back(
     archive, known = cutter.archive, cutter.known
     if archive is None or known is None or not cutter.policy_digest:
         return
+    cutter.asked = set()
     memo = archive.memo
     compact_limit = policy.microcompact_head_chars + policy.microcompact_tail_chars + MARKER_ROOM
     previews: dict[str, tuple[str, int, bool, bool, bool, str | None]] = {}
@@ -1050,13 +1065,14 @@ def _read_back(
                     True,
                     route,
                 )
-            summary_key = (key, slot.tool, key_argument(slot.call), is_error, route)
+            summary_key = (key, slot.tool, cutter.key_argument(slot.call), is_error, route)
             if summary_key not in known.summaries:
                 summaries[archive.key_for(MADE_PREFIX + cutter.summary_inputs(key, path, slot))] = summary_key
     if not previews and not summaries:
         return  # nothing to read back: the schedule decides again, with no read of its own
     decided = schedule.stored_keys(messages, policy, arrivals) if schedule is not None else {}
-    found = archive.read_made(sorted({*previews, *summaries, *decided}))
+    cutter.asked.update(previews, summaries, decided)
+    found = archive.read_made(sorted(cutter.asked))
     if schedule is not None and decided:
         # Where the session last wrote (the newest record's point): its schedule's record went
         # with that write. Read it too, unless it was among the points read already.
@@ -1162,8 +1178,51 @@ def _compact(
         # Place results as sent before compaction: after their caps, whatever the body held.
         message_sizes[slot.msg] += len(slot.current) - len(_text_now(slot))
     levels = schedule.levels(request, infos, message_sizes, policy)
+    if cutter.asked is not None:
+        _read_back_summaries(slots, levels, cutter)
     _apply_levels(slots, levels, policy, cutter)
     return schedule.fired_now, infos, message_sizes, levels
+
+
+def _read_back_summaries(slots: Sequence[_Slot], levels: Sequence[int], cutter: _Cutter) -> None:
+    """Fill the memo of a cold archive with the one-line summaries its schedule asks for and
+    :func:`_read_back` did not read: a long history past its high watermark has its small
+    results summarised too, whatever their size, and which of them only the schedule says. A
+    session started again on such a history made dozens of them again (a tenth of its first
+    request at 500 turns); one more batched read, made only when there are some, takes them
+    from the store."""
+    archive, known, asked = cutter.archive, cutter.known, cutter.asked
+    if archive is None or known is None or asked is None:
+        return
+    route = cutter.route
+    # The first result of each memo key, as :meth:`_Cutter.summarize` meets them: it makes that
+    # one's summary, and the others of the key take it from the memo.
+    first: dict[tuple[str, str | None, str, bool, str | None], _Slot] = {}
+    for slot, level in zip(slots, levels, strict=True):
+        if level != LEVEL_SUMMARY:
+            continue
+        summary_key = (
+            archive.key_of(slot.original),
+            slot.tool,
+            cutter.key_argument(slot.call),
+            slot.result.is_error,
+            route,
+        )
+        if summary_key not in known.summaries:
+            first.setdefault(summary_key, slot)
+    wanted: dict[str, tuple[str, str | None, str, bool, str | None]] = {}
+    for summary_key, slot in first.items():
+        key = summary_key[0]
+        name = archive.key_for(MADE_PREFIX + cutter.summary_inputs(key, archive.path_of(key), slot))
+        if name not in asked:
+            wanted[name] = summary_key
+    if not wanted:
+        return
+    asked.update(wanted)
+    for name, data in archive.read_made(sorted(wanted)).items():
+        made = read_record(data, name, archive.key_for)
+        if made is not None:
+            known.summaries[wanted[name]] = made.text
 
 
 def _apply_levels(slots: Sequence[_Slot], levels: Sequence[int], policy: Policy, cutter: _Cutter) -> None:
