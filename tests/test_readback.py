@@ -195,6 +195,45 @@ def test_a_fresh_session_reads_back_the_summaries_of_small_results_too(
     assert fresh_calls.count("get_many") <= 3 and "get" not in fresh_calls, fresh_calls
 
 
+def test_a_fresh_session_reads_back_a_turn_budgets_preview(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A turn whose results together pass the turn budget has them previewed within a limit that
+    depends on the whole turn: a session started again reads that preview back once it knows the
+    limit, rather than making it again (for a large result, most of its first request)."""
+    policy = Policy(result_max_chars=50_000, turn_budget_chars=40_000)
+    lines = "".join(f"line {n}: a test ran and passed\n" for n in range(1_200))  # 36 KB each
+    calls = [
+        {"type": "tool_use", "id": f"p{k}", "name": "Bash", "input": {"command": f"pytest -k t{k}"}}
+        for k in range(3)
+    ]
+    results = [{"type": "tool_result", "tool_use_id": f"p{k}", "content": f"{k}\n{lines}"} for k in range(3)]
+    messages = [
+        {"role": "user", "content": "run the three suites"},
+        {"role": "assistant", "content": calls},
+        {"role": "user", "content": results},
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "q", "name": "Bash", "input": {"command": "ls"}}],
+        },
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "q", "content": "a b c"}]},
+    ]
+    first, last = (
+        {"model": MODEL, "max_tokens": 100, "messages": messages[:3]},
+        {"model": MODEL, "max_tokens": 100, "messages": messages},
+    )
+    store = Counting(tmp_path)
+    made = Made(monkeypatch)
+    with Session("turn", store=store, policy=policy) as warm:
+        warm.manage(orjson.loads(orjson.dumps(first)), "anthropic")
+        want = orjson.dumps(warm.manage(orjson.loads(orjson.dumps(last)), "anthropic").body)
+    assert made.count >= 2  # the turn's largest results, previewed to fit the turn's budget
+    made.count = 0
+    got = _fresh("turn", store, policy, last, "anthropic")
+    assert (got, made.count) == (want, 0)
+    assert got == _scratch("turn", store, policy, last, monkeypatch)
+
+
 def test_a_record_of_another_policy_is_never_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     store = DirStore(tmp_path)
     body = _turns(12)

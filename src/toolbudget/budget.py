@@ -567,6 +567,15 @@ class _Cutter:
         ratio = self.policy.microcompact_head_ratio if compacting else self.policy.head_ratio
         memo_key = (key or "", limit, slot.result.is_error, stderr_limit is not None, compacting, self.route)
         made = memo.get(memo_key) if memo is not None else None
+        inputs = None
+        if made is None and memo is not None and reason == "turn_budget" and self.asked is not None:
+            # Its limit depends on the whole turn, so the first read could not name it; now
+            # that the limit is known, a cold request reads it back, where making a preview of
+            # a large result again cost half of such a request.
+            inputs = self.preview_inputs(key or "", path, limit, slot.result.is_error, reason)
+            made = self._read_made(inputs)
+            if made is not None:
+                memo[memo_key] = made
         if made is None:
 
             def mark(omitted: int, detail: str) -> str:
@@ -582,11 +591,23 @@ class _Cutter:
             )
             if memo is not None:
                 memo[memo_key] = made
-                if reason != "turn_budget":  # its limit depends on the turn: never looked up
-                    self._keep_made(
-                        self.preview_inputs(key or "", path, limit, slot.result.is_error, reason), made
-                    )
+                self._keep_made(
+                    inputs or self.preview_inputs(key or "", path, limit, slot.result.is_error, reason), made
+                )
         self._set(slot, made.text, made.kind, key, reason)
+
+    def _read_made(self, inputs: str) -> Preview | None:
+        """The record of what ``inputs`` make, read now (one read), unless this request asked for
+        it already; ``None`` when the store has none that checks out."""
+        archive, asked = self.archive, self.asked
+        if archive is None or asked is None or not self.policy_digest:
+            return None
+        name = archive.key_for(MADE_PREFIX + inputs)
+        if name in asked:
+            return None
+        asked.add(name)
+        data = archive.read_made([name]).get(name)
+        return read_record(data, name, archive.key_for) if data is not None else None
 
     def summarize(self, slot: _Slot) -> None:
         """The one-line form of an old result: what ran on what, how long, what kind, its exit status.
