@@ -1043,7 +1043,9 @@ def _read_back(
     and its summary would make are read in one round trip; each one that checks
     out (see :mod:`toolbudget.readback`) goes into the memo, where :class:`_Cutter`
     finds it as if this session had made it. The turn budget's previews, whose
-    limits depend on the whole turn, are made as before. The records of the
+    limits depend on the whole turn, are read when their limits are known
+    (:meth:`_Cutter.preview`), and the summaries the schedule gives small results
+    once it has (:func:`_read_back_summaries`). The records of the
     ``schedule``'s last decisions (:mod:`toolbudget.schedulerecord`) come in the
     same read.
     """
