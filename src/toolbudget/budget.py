@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
 import orjson
@@ -477,8 +477,9 @@ class _Cutter:
         self._policy_digest: str | None = None
         self.point = 0
         """The request point being budgeted (how many messages it holds), noted in each record."""
-        self.asked: set[str] | None = None
-        """The records :func:`_read_back` asked for, when this request read back (a cold archive)."""
+        self.read: dict[str, Preview | None] | None = None
+        """The records of previews and summaries this request read back, by name (``None`` for
+        one the store had not, or that did not check out); ``None`` unless its archive was cold."""
         self._arguments: dict[int, tuple[ToolCall, str]] = {}
 
     def key_argument(self, call: ToolCall | None) -> str:
@@ -517,7 +518,7 @@ class _Cutter:
         archive = self.archive
         if archive is None or not self.policy_digest:
             return
-        name = archive.key_for(MADE_PREFIX + inputs)
+        name = self.name_of(inputs)
         text = made_record(name, made, archive.key_for, self.point)
         if text is not None:
             archive.made(name, text)
@@ -568,12 +569,13 @@ class _Cutter:
         memo_key = (key or "", limit, slot.result.is_error, stderr_limit is not None, compacting, self.route)
         made = memo.get(memo_key) if memo is not None else None
         inputs = None
-        if made is None and memo is not None and reason == "turn_budget" and self.asked is not None:
+        if made is None and memo is not None and reason == "turn_budget" and self.read is not None:
             # Its limit depends on the whole turn, so the first read could not name it; now
             # that the limit is known, a cold request reads it back, where making a preview of
             # a large result again cost half of such a request.
             inputs = self.preview_inputs(key or "", path, limit, slot.result.is_error, reason)
-            made = self._read_made(inputs)
+            name = self.name_of(inputs)
+            made = self.read_back([name])[name]
             if made is not None:
                 memo[memo_key] = made
         if made is None:
@@ -596,18 +598,25 @@ class _Cutter:
                 )
         self._set(slot, made.text, made.kind, key, reason)
 
-    def _read_made(self, inputs: str) -> Preview | None:
-        """The record of what ``inputs`` make, read now (one read), unless this request asked for
-        it already; ``None`` when the store has none that checks out."""
-        archive, asked = self.archive, self.asked
-        if archive is None or asked is None or not self.policy_digest:
-            return None
-        name = archive.key_for(MADE_PREFIX + inputs)
-        if name in asked:
-            return None
-        asked.add(name)
-        data = archive.read_made([name]).get(name)
-        return read_record(data, name, archive.key_for) if data is not None else None
+    def name_of(self, inputs: str) -> str:
+        """The name of the record of what ``inputs`` make (see :mod:`toolbudget.readback`)."""
+        assert self.archive is not None
+        return self.archive.key_for(MADE_PREFIX + inputs)
+
+    def read_back(self, names: Iterable[str]) -> dict[str, Preview | None]:
+        """The records of ``names``, each read once a request: those not read yet in one read,
+        into :attr:`read`. Only a request that reads back (a cold archive) reads."""
+        archive, read = self.archive, self.read
+        if archive is None or read is None:
+            return {}
+        names = list(names)
+        new = sorted({name for name in names if name not in read})
+        if new:
+            found = archive.read_made(new)
+            for name in new:
+                data = found.get(name)
+                read[name] = read_record(data, name, archive.key_for) if data is not None else None
+        return {name: read[name] for name in names}
 
     def summarize(self, slot: _Slot) -> None:
         """The one-line form of an old result: what ran on what, how long, what kind, its exit status.
@@ -1052,7 +1061,7 @@ def _read_back(
     archive, known = cutter.archive, cutter.known
     if archive is None or known is None or not cutter.policy_digest:
         return
-    cutter.asked = set()
+    cutter.read = {}
     memo = archive.memo
     compact_limit = policy.microcompact_head_chars + policy.microcompact_tail_chars + MARKER_ROOM
     previews: dict[str, tuple[str, int, bool, bool, bool, str | None]] = {}
@@ -1076,11 +1085,11 @@ def _read_back(
             limit = min(cap, policy.preview_chars + MARKER_ROOM)
             if (key, limit, is_error, True, False, route) not in memo:
                 inputs = cutter.preview_inputs(key, path, limit, is_error, "result_cap")
-                previews[archive.key_for(MADE_PREFIX + inputs)] = (key, limit, is_error, True, False, route)
+                previews[cutter.name_of(inputs)] = (key, limit, is_error, True, False, route)
         if compactable:
             if size > compact_limit and (key, compact_limit, is_error, False, True, route) not in memo:
                 inputs = cutter.preview_inputs(key, path, compact_limit, is_error, COMPACT_PREVIEW)
-                previews[archive.key_for(MADE_PREFIX + inputs)] = (
+                previews[cutter.name_of(inputs)] = (
                     key,
                     compact_limit,
                     is_error,
@@ -1090,12 +1099,11 @@ def _read_back(
                 )
             summary_key = (key, slot.tool, cutter.key_argument(slot.call), is_error, route)
             if summary_key not in known.summaries:
-                summaries[archive.key_for(MADE_PREFIX + cutter.summary_inputs(key, path, slot))] = summary_key
+                summaries[cutter.name_of(cutter.summary_inputs(key, path, slot))] = summary_key
     if not previews and not summaries:
         return  # nothing to read back: the schedule decides again, with no read of its own
     decided = schedule.stored_keys(messages, policy, arrivals) if schedule is not None else {}
-    cutter.asked.update(previews, summaries, decided)
-    found = archive.read_made(sorted(cutter.asked))
+    found = archive.read_made(sorted({*previews, *summaries, *decided}))
     if schedule is not None and decided:
         # Where the session last wrote (the newest record's point): its schedule's record went
         # with that write. Read it too, unless it was among the points read already.
@@ -1105,10 +1113,10 @@ def _read_back(
             decided[more] = latest
             found.update(archive.read_made([more]))
         schedule.offer({decided[name]: data.encode() for name, data in found.items() if name in decided})
-    for name, data in found.items():
-        if name in decided:
-            continue
-        made = read_record(data, name, archive.key_for)
+    read = cutter.read
+    for name in (*previews, *summaries):
+        data = found.get(name)
+        made = read[name] = read_record(data, name, archive.key_for) if data is not None else None
         if made is None:
             continue
         if name in previews:
@@ -1201,7 +1209,7 @@ def _compact(
         # Place results as sent before compaction: after their caps, whatever the body held.
         message_sizes[slot.msg] += len(slot.current) - len(_text_now(slot))
     levels = schedule.levels(request, infos, message_sizes, policy)
-    if cutter.asked is not None:
+    if cutter.read is not None:
         _read_back_summaries(slots, levels, cutter)
     _apply_levels(slots, levels, policy, cutter)
     return schedule.fired_now, infos, message_sizes, levels
@@ -1214,8 +1222,8 @@ def _read_back_summaries(slots: Sequence[_Slot], levels: Sequence[int], cutter: 
     session started again on such a history made dozens of them again (a tenth of its first
     request at 500 turns); one more batched read, made only when there are some, takes them
     from the store."""
-    archive, known, asked = cutter.archive, cutter.known, cutter.asked
-    if archive is None or known is None or asked is None:
+    archive, known = cutter.archive, cutter.known
+    if archive is None or known is None or cutter.read is None:
         return
     route = cutter.route
     # The first result of each memo key, as :meth:`_Cutter.summarize` meets them: it makes that
@@ -1233,17 +1241,13 @@ def _read_back_summaries(slots: Sequence[_Slot], levels: Sequence[int], cutter: 
         )
         if summary_key not in known.summaries:
             first.setdefault(summary_key, slot)
-    wanted: dict[str, tuple[str, str | None, str, bool, str | None]] = {}
-    for summary_key, slot in first.items():
-        key = summary_key[0]
-        name = archive.key_for(MADE_PREFIX + cutter.summary_inputs(key, archive.path_of(key), slot))
-        if name not in asked:
-            wanted[name] = summary_key
-    if not wanted:
-        return
-    asked.update(wanted)
-    for name, data in archive.read_made(sorted(wanted)).items():
-        made = read_record(data, name, archive.key_for)
+    wanted = {
+        cutter.name_of(
+            cutter.summary_inputs(summary_key[0], archive.path_of(summary_key[0]), slot)
+        ): summary_key
+        for summary_key, slot in first.items()
+    }
+    for name, made in cutter.read_back(wanted).items():
         if made is not None:
             known.summaries[wanted[name]] = made.text
 

@@ -470,8 +470,9 @@ class EntryCache:
         """Other parsed parts of a body (tool lists), by a tag and their JSON text."""
         self.sizes: dict[int, int] = {}
         """``measure`` of each cached message, by ``id``: valid while the message is cached."""
-        self.history: tuple[list[Any], tuple[Message, ...], bytes] | None = None
-        """The last history :meth:`parse_all` read, its messages and its JSON text (see :meth:`text_of`)."""
+        self.history: tuple[list[Any], tuple[Message, ...], list[bytes]] | None = None
+        """The last history :meth:`parse_all` read, its messages and its entries' JSON texts
+        (see :meth:`text_of`)."""
 
     def parse(self, raw: Any, location: str, parse_one: Callable[[Any, str], Message]) -> Message:
         try:
@@ -509,10 +510,8 @@ class EntryCache:
                 if measure is not None:
                     self.sizes[id(message)] = measure(message)
             out.append(message)
-        # The history's own text is its entries' texts, joined as orjson joins a list's items:
-        # a session that keeps it (to recognise its next request) need not write it again.
         messages = tuple(out)
-        self.history = None if not texts else (entries, messages, b"[" + b",".join(texts) + b"]")
+        self.history = (entries, messages, texts) if texts else None
         return messages
 
     def text_of(self, entries: Any, messages: tuple[Message, ...]) -> bytes | None:
@@ -530,7 +529,8 @@ class EntryCache:
             return None
         if self.history is history:
             self.history = None
-        return history[2]
+        # Joined as orjson joins a list's items: the history's text, not written a second time.
+        return b"[" + b",".join(history[2]) + b"]"
 
     def _add(self, text: bytes, message: Message) -> Message:
         """Remember ``message``, parsed from ``text``; returns it."""
