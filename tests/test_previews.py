@@ -555,6 +555,42 @@ def test_a_removed_sql_comment_is_not_taken_for_a_file_header() -> None:
     assert [u.kind for u in units] == ["header", "hunk", "hunk"]
 
 
+def _three_counts(text: str, body: int, stop: int, old: int, new: int) -> int | None:
+    """The hunk-end rule as the removed, added and context lines counted apart say it."""
+    if body >= stop or text[body] not in "-+ " or "\r" in text[body:stop]:
+        return None
+    lines = text[body:stop].splitlines()
+    removed = sum(line.startswith("-") for line in lines)
+    added = sum(line.startswith("+") for line in lines)
+    context = sum(line.startswith(" ") for line in lines)
+    flags = sum(line.startswith("\\") for line in lines)
+    if removed + context != old or added + context != new:
+        return None
+    return stop if removed + added + context + flags == len(lines) else None
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(st.sampled_from(["+a", "-b", " c", "\\ No newline at end of file", "x", ""]), min_size=1),
+    st.integers(0, 6),
+    st.integers(0, 6),
+    st.booleans(),
+)
+@example(["+a", "+a", "\\ No newline at end of file"], 0, 2, True)
+@example(["-b", "\\ No newline at end of file"], 1, 0, False)
+@example(["+a", " c"], 0, 2, True)
+def test_a_new_or_deleted_files_hunk_ends_where_counting_each_kind_says(
+    lines: list[str], old: int, new: int, final_newline: bool
+) -> None:
+    from toolbudget.previews.diff import _hunk_end_fast
+
+    old, new = (0, new) if old <= new else (old, 0)  # a new file's hunk or a deleted one's
+    body = "\n".join(lines) + ("\n" if final_newline else "")
+    text = "@@ header\n" + body + "diff --git a/x b/x\n"
+    start, stop = len("@@ header\n"), len("@@ header\n") + len(body)
+    assert _hunk_end_fast(text, start, stop, old, new) == _three_counts(text, start, stop, old, new)
+
+
 def test_a_diff_with_many_files_names_a_few_and_counts_the_rest() -> None:
     text = make_diff({f"pkg/module_{i}.py": [60, 60] for i in range(30)})
     made = check(text, 6000)

@@ -98,6 +98,15 @@ def _hunk_end_fast(text: str, body: int, stop: int, old: int, new: int) -> int |
     first = text[body]
     # Each line but the first starts after a newline (the body's own last newline starts none).
     lines = text.count("\n", body, stop) + (text[stop - 1] != "\n")
+    if not old or not new:
+        # A new or deleted file's hunk: its lines all add (or all remove), but for "\\" flags.
+        # When the lines that do are as many as its header says and the rest are flags, no line
+        # is context or of the other sign, so one count tells what the three below would.
+        sign = "+" if not old else "-"
+        signed = text.count("\n" + sign, body, stop) + (first == sign)
+        if signed != old + new:
+            return None
+        return stop if signed == lines or signed + text.count("\n\\", body, stop) == lines else None
     removed = text.count("\n-", body, stop) + (first == "-")
     added = text.count("\n+", body, stop) + (first == "+")
     context = text.count("\n ", body, stop) + (first == " ")
