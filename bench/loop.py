@@ -172,6 +172,7 @@ def run_loop(
     ours: list[float] = []
     json: list[float] = []
     sizes: list[int] = []
+    writes: list[bool] = []  # whether the request kept a new original before it could go out
     theirs: list[tuple[int, float]] = []
     last: dict[str, Any] = {}
     sid = "loop-" + hashlib.blake2b(name.encode(), digest_size=6).hexdigest()
@@ -199,6 +200,7 @@ def run_loop(
                 sizes.append(len(raw))
                 json.append(trip)
                 ours.append(took)
+                writes.append(bool(managed.report.keys_written))
                 if compress is not None and (k % headroom_every == 0):
                     messages = body["messages"]
                     start = time.perf_counter()
@@ -235,6 +237,7 @@ def run_loop(
         "per_request_ratios": per_request,
         "per_request_bytes": sizes,
     }
+    row.update(p95_needs(ours, json, writes))
     if theirs:
         head = sum(t for _, t in theirs)
         mine = sum(ours[k] for k, _ in theirs)
@@ -243,6 +246,30 @@ def run_loop(
         row["headroom_over_manage"] = head / mine
         row["headroom_over_json"] = head / sum(json[k] for k, _ in theirs)
     return row
+
+
+def p95_needs(ours: list[float], json: list[float], writes: list[bool]) -> dict[str, Any]:
+    """What a p95 within 3x of the round trip asks of this session's requests.
+
+    The p95 lets ``over_3x_allowed`` requests go over. The first request (a
+    cold parse of everything) and every request that keeps a new original
+    before it goes out (``writing_requests``) are the likeliest to; when they
+    are more than that, some of them must be within 3x too, and every other
+    request must be, down to the smallest bodies: ``quiet_budget_us`` is the
+    time the tightest of those has (3x its round trip), against
+    ``quiet_least_us``, the least any of them took here.
+    """
+    n = len(ours)
+    allowed = n - 1 - int(0.95 * n)
+    quiet = sorted(range(1, n), key=lambda k: json[k])
+    quiet = [k for k in quiet if not writes[k]]
+    spare = max(0, allowed - 1 - sum(writes[1:]))
+    return {
+        "over_3x_allowed": allowed,
+        "writing_requests": sum(writes[1:]),
+        "quiet_budget_us": 3e6 * json[quiet[spare]] if spare < len(quiet) else None,
+        "quiet_least_us": 1e6 * min(ours[k] for k in quiet) if quiet else None,
+    }
 
 
 def breakdown(conversation: Conversation, policy: Policy, store: str) -> dict[str, float]:
@@ -517,6 +544,13 @@ def main() -> None:
                 sid = "parts-" + hashlib.blake2b(name.encode(), digest_size=6).hexdigest()
                 row["fresh_breakdown"] = fresh_parts(sid, store, policy, conversation)
                 print("  fresh: " + "  ".join(f"{k} {v:.2f}x" for k, v in row["fresh_breakdown"].items()))
+    print("p95 within 3x needs (p95_needs): over 3x allowed, requests that write, quiet budget, least quiet")
+    for row in rows:
+        budget, least = row["quiet_budget_us"], row["quiet_least_us"]
+        print(
+            f"  {row['session'][-60:]:<60} {row['over_3x_allowed']:>3} {row['writing_requests']:>4} "
+            f"{budget or 0:>8.0f} us {least or 0:>8.0f} us"
+        )
     summary = {
         "headroom": compress is not None,
         "gap_ms": args.gap_ms,
