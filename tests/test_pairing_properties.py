@@ -10,9 +10,9 @@ from hypothesis import strategies as st
 
 from histories import DAMAGES, Drawn, conversations, damage, family_of, lost_results, signatures
 from toolbudget import repair, to_request, validate, wire
-from toolbudget.model import Message, Request, Text, ToolCall, ToolDef, ToolResult
-from toolbudget.pairing import answered_turn
-from toolbudget.pairing.check import check
+from toolbudget.model import Message, Part, Request, Role, Text, ToolCall, ToolDef, ToolResult
+from toolbudget.pairing import plainly_paired
+from toolbudget.pairing.check import check, thinking_enabled
 from toolbudget.pairing.rules import rules_for
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -60,46 +60,65 @@ _IDS = st.sampled_from(["toolu_a", "toolu_b", "call_c", "bad id!", None])
 
 
 @st.composite
-def _tails(draw: st.DrawFn, carrier: str) -> tuple[Message, ...]:
-    """A turn appended after a closed history: mostly the shapes agents send, often a little off."""
-    calls = draw(st.lists(_IDS, max_size=3))
-    lead = [Text("thinking aloud")] if draw(st.booleans()) else []
-    assistant = Message("assistant", (*lead, *(ToolCall(i, "run", {}) for i in calls)))
-    answered = draw(st.permutations(calls)) if draw(st.booleans()) else draw(st.lists(_IDS, max_size=3))
-    results = [ToolResult(i, "out", name="run") for i in answered]
-    if carrier == "tool-messages":
-        after = [Message(draw(st.sampled_from(["tool", "tool", "user"])), (r,)) for r in results]
-        if draw(st.integers(0, 4)) == 0:
-            after.append(Message("user", (Text("next"),)))
-        return (assistant, *after)
-    note = [Text("and then")] if draw(st.integers(0, 3)) == 0 else []
-    parts = [*note, *results] if draw(st.booleans()) else [*results, *note]
-    if draw(st.integers(0, 5)) == 0:
-        parts.append(ToolCall("toolu_z", "run", {}))
-    tail: tuple[Message, ...] = (
-        assistant,
-        Message(draw(st.sampled_from(["user", "user", "assistant"])), tuple(parts)),
-    )
-    return tail if draw(st.integers(0, 6)) else tail[:1]
+def _turns(draw: st.DrawFn, carrier: str) -> list[Message]:
+    """Turns of a history: mostly the shapes agents send, often a little off."""
+    out: list[Message] = []
+    for _ in range(draw(st.integers(1, 3))):
+        calls = draw(st.lists(_IDS, max_size=3))
+        lead: list[Part] = [Text("thinking aloud")] if draw(st.booleans()) else []
+        out.append(Message("assistant", (*lead, *(ToolCall(i, "run", {}) for i in calls))))
+        answered = draw(st.permutations(calls)) if draw(st.booleans()) else draw(st.lists(_IDS, max_size=3))
+        results = [ToolResult(i, (Text("out"),), name="run") for i in answered]
+        if carrier == "tool-messages":
+            carriers: list[Role] = ["tool", "tool", "user"]
+            out += [Message(draw(st.sampled_from(carriers)), (r,)) for r in results]
+            if draw(st.integers(0, 3)) == 0:
+                after: Role = draw(st.sampled_from(["user", "system"]))
+                out.append(Message(after, (Text("next"),)))
+            continue
+        note: list[Part] = [Text("and then")] if draw(st.integers(0, 3)) == 0 else []
+        parts: list[Part] = [*note, *results] if draw(st.booleans()) else [*results, *note]
+        if draw(st.integers(0, 5)) == 0:
+            parts.append(ToolCall("toolu_z", "run", {}))
+        role: Role = draw(st.sampled_from(["user", "user", "user", "assistant", "system"]))
+        out.append(Message(role, tuple(parts)))
+    return out if draw(st.integers(0, 6)) else out[:-1]
 
 
 @pytest.mark.parametrize("api", ["anthropic", "openai-chat", "gemini", "bedrock-converse"])
 @settings(max_examples=400, deadline=None)
 @given(data=st.data())
-def test_an_answered_turn_is_one_the_check_passes(api: str, data: st.DataObject) -> None:
-    """The shortcut for an appended turn says "valid" only where the whole check finds nothing."""
+def test_a_plainly_paired_history_is_one_the_check_passes(api: str, data: st.DataObject) -> None:
+    """The shortcut says "valid" only where the whole check finds nothing: for an appended run of
+    turns (after a closed history) and for a whole history."""
     rules = rules_for(api)
-    tail = data.draw(_tails(rules.carrier))
-    tools = data.draw(st.booleans())
-    request = Request(
-        api, (Message("user", (Text("."),)), *tail), tools=(ToolDef("run", "", {}),) if tools else ()
-    )
-    if answered_turn(tail, rules, tools):
-        assert check(request, rules) == []
+    turns = data.draw(_turns(rules.carrier))
+    tools = (ToolDef("run", "", {}),) if data.draw(st.booleans()) else ()
+    opening = [Message("user", (Text("."),))] if data.draw(st.integers(0, 4)) else []
+    messages = (*opening, *turns)
+    if plainly_paired(messages, rules, bool(tools)):
+        assert check(Request(api, messages, tools=tools), rules) == []
+    if plainly_paired(turns, rules, bool(tools)):
+        assert check(Request(api, (Message("user", (Text("."),)), *turns), tools=tools), rules) == []
 
 
-def test_an_agents_appended_turns_take_the_shortcut() -> None:
-    """The shape the shortcut knows is the one real agents send: most appended turns take it."""
+@pytest.mark.parametrize("api", wire.APIS)
+@SETTINGS
+@given(data=st.data())
+def test_the_shortcut_agrees_with_the_check_on_drawn_and_damaged_histories(
+    api: str, data: st.DataObject
+) -> None:
+    conversation = data.draw(conversations(family_of(api)))
+    request = wire.parse(to_request(conversation, api, model="m"), api)
+    damaged = damage(request, data.draw(st.sampled_from(DAMAGES)), Drawn(data)) or request
+    for one in (request, damaged):
+        rules = rules_for(api)
+        if plainly_paired(one.messages, rules, bool(one.tools)) and not thinking_enabled(one):
+            assert check(one, rules) == []
+
+
+def test_an_agents_history_takes_the_shortcut() -> None:
+    """The shape the shortcut knows is the one real agents send."""
     body = {
         "model": "m",
         "max_tokens": 10,
@@ -111,8 +130,28 @@ def test_an_agents_appended_turns_take_the_shortcut() -> None:
                 "content": [{"type": "tool_use", "id": "toolu_1", "name": "run", "input": {}}],
             },
             {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "ok"}]},
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": "toolu_2", "name": "run", "input": {}}],
+            },
         ],
     }
     request = wire.parse(body, "anthropic")
-    assert answered_turn(request.messages[1:], rules_for("anthropic"), True)
-    assert not answered_turn(request.messages[1:], rules_for("anthropic"), False)  # tools are required
+    rules = rules_for("anthropic")
+    assert plainly_paired(request.messages, rules, True)
+    assert plainly_paired(request.messages[1:3], rules, True)
+    assert not plainly_paired(request.messages, rules, False)  # tool blocks need tool definitions
+    assert not plainly_paired(request.messages[2:], rules, True)  # a result with no call before it
+    # Each shape the check flags, one at a time, is left to it.
+    call = ToolCall("toolu_9", "run", {})
+    answer = ToolResult("toolu_9", (Text("ok"),), name="run")
+    flagged = [
+        (Message("assistant", (call,)), Message("user", (Text("first"), answer))),  # a result after text
+        (Message("assistant", (call, call)), Message("user", (answer, answer))),  # one id twice
+        (Message("assistant", (call,)), Message("user", (answer, answer))),  # answered twice
+        (Message("assistant", (ToolCall("bad id", "run", {}),)), Message("user", (answer,))),
+        (Message("assistant", (call,)), Message("user", (Text("no answer"),)), Message("user", (answer,))),
+    ]
+    for turn in flagged:
+        assert check(Request("anthropic", (request.messages[0], *turn), tools=request.tools), rules)
+        assert not plainly_paired(turn, rules, True)

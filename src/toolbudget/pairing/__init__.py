@@ -8,6 +8,7 @@ as data in :mod:`toolbudget.pairing.rules`.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -28,6 +29,7 @@ __all__ = [
     "appends_validly",
     "call_ids",
     "check_request",
+    "plainly_paired",
     "repair",
     "repair_checked",
     "repair_request",
@@ -59,7 +61,16 @@ class Repaired:
 
 def check_request(request: Request) -> list[Violation]:
     """Violations in an already parsed request."""
-    return check(request, rules_for(_api(request)))
+    return _violations(request, rules_for(_api(request)))
+
+
+def _violations(request: Request, rules: Rules) -> list[Violation]:
+    """:func:`check`, answered at once for a history of plain answered turns (:func:`plainly_paired`)."""
+    if not (rules.thinking_first and thinking_enabled(request)) and plainly_paired(
+        request.messages, rules, bool(request.tools)
+    ):
+        return []
+    return check(request, rules)
 
 
 def repair_request(request: Request, *, close_pending: bool = False) -> tuple[Request, tuple[Repair, ...]]:
@@ -114,61 +125,97 @@ def appends_validly(request: Request, start: int, earlier: frozenset[str]) -> bo
     tail = messages[start:]
     if not earlier.isdisjoint(call_ids(tail)):
         return False
-    if answered_turn(tail, rules, bool(request.tools)):
+    if plainly_paired(tail, rules, bool(request.tools)):
         return True
     alone = request.with_messages((_STAND_IN, *tail))
     return not check(alone, rules)
 
 
-def answered_turn(tail: tuple[Message, ...], rules: Rules, has_tools: bool) -> bool:
-    """Whether ``tail``, after a closed history, is one turn the check can only pass.
+def plainly_paired(messages: Sequence[Message], rules: Rules, has_tools: bool) -> bool:
+    """Whether ``messages``, after a closed history or from the start, hold nothing the check flags.
 
-    An agent's next request almost always appends just that: an assistant
-    message whose calls, each with an id of its own, are all answered right
-    after it, each once, results first, and nothing else. Telling that shape
-    apart walks its parts once, where the check (which every other tail
-    takes) cost an appended turn a sixth of its time. ``True`` only when the
-    check of the tail after a user message finds nothing (a test holds the
-    two together); ``False`` says only that the check must decide. Not for
-    APIs that answer by name, count results against calls, or carry them as
-    items, whose rules the check alone knows.
+    Almost every history an agent sends is made of turns of one plain
+    shape: an assistant message whose calls, each with an id of its own, are
+    all answered right after it, each once, results first (or a call still
+    waiting at the very end), between plain messages. Telling that shape
+    apart walks the parts once, where the check (which every other history
+    takes) cost an appended turn about a sixth of its time and a cold
+    request a tenth. ``True`` only when the check finds nothing (a property
+    test holds the two together); ``False`` says only that the check must
+    decide. Not for APIs that answer by name, count results against calls,
+    carry them as items or want turns to alternate, nor for a thinking rule:
+    their rules the check alone knows.
     """
-    if rules.match_by_name or rules.equal_counts or rules.no_mixed_results or rules.carrier == "items":
-        return False
-    first = tail[0]
-    if first.role != "assistant":
+    if (
+        rules.match_by_name
+        or rules.equal_counts
+        or rules.no_mixed_results
+        or rules.alternation
+        or rules.call_after_user
+        or rules.carrier == "items"
+    ):
         return False
     pattern = rules.id_pattern
-    ids: list[str] = []
-    for part in first.parts:
-        if isinstance(part, ToolCall):
-            if part.id is None or (pattern is not None and not pattern.match(part.id)):
+    in_user = rules.carrier == "user-message"
+    seen: set[str] = set()
+    n = len(messages)
+    i = 0
+    while i < n:
+        message = messages[i]
+        i += 1
+        role = message.role
+        if role != "assistant":
+            if role == "tool" or (role == "system" and not rules.system_role):
+                return False  # a result message outside a turn's answers, or a system message
+            for part in message.parts:
+                if isinstance(part, (ToolCall, ToolResult)):
+                    return False  # a result not right after its call (or a call where none goes)
+            continue
+        ids: list[str] = []
+        for part in message.parts:
+            if isinstance(part, ToolCall):
+                if part.id is None or (pattern is not None and not pattern.match(part.id)):
+                    return False
+                ids.append(part.id)
+            elif isinstance(part, ToolResult):
                 return False
-            ids.append(part.id)
-        elif isinstance(part, ToolResult):
+        if not ids:
+            continue
+        wanted = set(ids)
+        if len(wanted) != len(ids) or (rules.unique_ids and not seen.isdisjoint(wanted)):
             return False
-    if rules.carrier == "user-message":
-        if len(tail) != 2 or tail[1].role != "user":
+        seen |= wanted
+        if not has_tools and rules.tools_required:
             return False
-        parts = tail[1].parts
-        answers = [part.call_id for part in parts if isinstance(part, ToolResult)]
-        if any(isinstance(part, ToolCall) for part in parts):
-            return False
-        if rules.results_first and not all(isinstance(part, ToolResult) for part in parts[: len(answers)]):
-            return False  # a result after another block
-    else:
-        if len(tail) != 1 + len(ids):
-            return False
-        answers = []
-        for message in tail[1:]:
-            (result,) = message.parts if len(message.parts) == 1 else (None,)
-            if message.role != "tool" or not isinstance(result, ToolResult):
+        if i == n:
+            break  # calls still waiting to run: the history's normal state between two requests
+        if in_user:
+            answer = messages[i]
+            i += 1
+            if answer.role != "user":
                 return False
-            answers.append(result.call_id)
-    wanted = set(ids)
-    if len(wanted) != len(ids) or len(answers) != len(ids) or set(answers) != wanted:
-        return False  # an id used twice, a call left open, or a result of no call here
-    return has_tools or not (ids and rules.tools_required)
+            answers = []
+            other = False  # a block other than a result seen
+            for part in answer.parts:
+                if isinstance(part, ToolResult):
+                    if other and rules.results_first:
+                        return False  # a result after another block
+                    answers.append(part.call_id)
+                elif isinstance(part, ToolCall):
+                    return False
+                else:
+                    other = True
+        else:
+            answers = []
+            while i < n and messages[i].role == "tool" and len(answers) < len(ids):
+                parts = messages[i].parts
+                if len(parts) != 1 or not isinstance(parts[0], ToolResult):
+                    return False
+                answers.append(parts[0].call_id)
+                i += 1
+        if len(answers) != len(ids) or set(answers) != wanted:
+            return False  # a call left open, answered twice or not at all, or a result of no call here
+    return True
 
 
 _STAND_IN = Message("user", (Text("."),))
@@ -185,7 +232,7 @@ def _repair_traced(
     request: Request, close_pending: bool
 ) -> tuple[Request, tuple[Repair, ...], list[Violation], tuple[int | None, ...] | None]:
     rules = rules_for(_api(request))
-    violations = check(request, rules)
+    violations = _violations(request, rules)
     if not violations and not (close_pending and _has_pending(request, rules)):
         return request, (), violations, None
     made = fix(request, rules, close_pending=close_pending)
