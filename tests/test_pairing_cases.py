@@ -132,6 +132,14 @@ def test_ids_the_api_refuses_are_rewritten() -> None:
     assert repaired.body["messages"][2]["content"][0]["tool_use_id"] == "web_0"
 
 
+def test_an_id_ending_in_a_newline_is_refused_and_rewritten() -> None:
+    """The pattern holds for the whole id: a final newline is not taken for the end of it."""
+    violations, repaired = run(body(U(txt("go")), A(use("toolu_1\n")), U(res("toolu_1\n")), A(txt("ok"))))
+    assert violations == ["messages.1.content.0.tool_use.id: String should match pattern '^[a-zA-Z0-9_-]+$'"]
+    assert repaired.body["messages"][1]["content"][0]["id"] == "toolu_1_"
+    assert repaired.body["messages"][2]["content"][0]["tool_use_id"] == "toolu_1_"
+
+
 def test_trailing_call_waiting_to_run_is_left_alone_unless_closed() -> None:
     b = body(U(txt("go")), A(txt("running"), use("a")))
     assert validate(b, "anthropic") == []

@@ -160,7 +160,8 @@ _BEDROCK_TEXTS = {
     ),
 }
 
-_SAFE_ID = re.compile(r"^[a-zA-Z0-9_-]+$")
+_SAFE_ID = re.compile(r"[a-zA-Z0-9_-]+\Z")
+"""An id Anthropic and Bedrock accept, whole: ``$`` would let an id end in a newline."""
 
 RULES: dict[str, Rules] = {
     "anthropic": Rules(
