@@ -7,7 +7,10 @@ from typing import Any
 
 import pytest
 
-from toolbudget import SYNTHETIC_TEXT, ShapeError, repair, validate
+from toolbudget import SYNTHETIC_TEXT, ShapeError, repair, validate, wire
+from toolbudget.pairing import plainly_paired
+from toolbudget.pairing.check import check
+from toolbudget.pairing.rules import rules_for
 
 
 def A(*blocks: Any) -> dict[str, Any]:
@@ -138,6 +141,31 @@ def test_an_id_ending_in_a_newline_is_refused_and_rewritten() -> None:
     assert violations == ["messages.1.content.0.tool_use.id: String should match pattern '^[a-zA-Z0-9_-]+$'"]
     assert repaired.body["messages"][1]["content"][0]["id"] == "toolu_1_"
     assert repaired.body["messages"][2]["content"][0]["tool_use_id"] == "toolu_1_"
+
+
+def test_plain_answered_turns_take_the_walk_and_every_shape_the_check_flags_is_left_to_it() -> None:
+    """The walk (``plainly_paired``) knows the shape agents send, and leaves each shape a rule of
+    the check flags to the check: one case per rule, so taking a part of the walk out fails."""
+    plain = wire.parse(
+        body(U(txt("go")), A(use("toolu_1")), U(res("toolu_1")), A(use("toolu_2"))), "anthropic"
+    )
+    rules = rules_for("anthropic")
+    assert plainly_paired(plain.messages, rules, True)
+    assert plainly_paired(plain.messages[1:3], rules, True)
+    assert not plainly_paired(plain.messages, rules, False)  # tool blocks need tool definitions
+    assert not plainly_paired(plain.messages[2:], rules, True)  # a result with no call before it
+    flagged = [
+        (A(use("t")), U(txt("first"), res("t"))),  # a result after text
+        (A(use("t"), use("t")), U(res("t"), res("t"))),  # one id twice
+        (A(use("t")), U(res("t"), res("t"))),  # answered twice
+        (A(use("bad id")), U(res("bad id"))),  # an id the API refuses
+        (A(use("t")), U(txt("no answer")), U(res("t"))),  # the answer not right after the call
+        (A(use("t")), U(res("t")), A(use("t")), U(res("t"))),  # an id a later turn uses again
+    ]
+    for turn in flagged:
+        request = wire.parse(body(U(txt("go")), *turn), "anthropic")
+        assert check(request, rules)
+        assert not plainly_paired(request.messages[1:], rules, True)
 
 
 def test_trailing_call_waiting_to_run_is_left_alone_unless_closed() -> None:

@@ -182,9 +182,12 @@ def plainly_paired(messages: Sequence[Message], rules: Rules, has_tools: bool) -
         if not ids:
             continue
         wanted = set(ids)
-        if len(wanted) != len(ids) or (rules.unique_ids and not seen.isdisjoint(wanted)):
+        if len(wanted) != len(ids):
             return False
-        seen |= wanted
+        if rules.unique_ids:
+            if not seen.isdisjoint(wanted):
+                return False
+            seen |= wanted
         if not has_tools and rules.tools_required:
             return False
         if i == n:
