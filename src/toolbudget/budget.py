@@ -39,6 +39,7 @@ from .compaction import (
 )
 from .compaction import summarize as summarize_result
 from .errors import StoreError, ToolbudgetError
+from .fastinit import fast_init
 from .inplace import with_text
 from .jsonio import dumps
 from .marker import find_markers, is_recall_tool, marker_line
@@ -175,6 +176,7 @@ def _known(archive: Archive) -> _Known:
     return found
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Cut:
     """One result the budget cut."""
@@ -192,6 +194,7 @@ class Cut:
     """``result_cap`` or ``turn_budget``."""
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Unreachable:
     """A turn whose results exceed the turn budget even at minimal previews."""
@@ -202,6 +205,7 @@ class Unreachable:
     results: int
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Budgeted:
     request: Request
@@ -221,6 +225,7 @@ class Budgeted:
     by their index in the managed request."""
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Trail:
     """What :func:`enforce` decided for a request, kept so that a request which only appends

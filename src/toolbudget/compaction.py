@@ -77,6 +77,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import orjson
 
+from .fastinit import fast_init
 from .measure import MARKER_ROOM, chars_for, fixed_chars
 from .model import Message, Request, ToolCall
 from .models import context_window
@@ -160,6 +161,7 @@ FREE_WRITE_HORIZON_MIN = 30
 FREE_WRITE_FLOOR = 1.125
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class SlotInfo:
     """What the schedule needs to know of one tool result."""

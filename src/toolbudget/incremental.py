@@ -37,6 +37,7 @@ from typing import Any
 import orjson
 
 from .budget import Trail
+from .fastinit import fast_init
 from .model import Message, Request
 from .policy import Policy
 
@@ -61,6 +62,7 @@ HISTORY = {
 """The field of each API's body that holds the history."""
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Prefix:
     """The last request a session managed, kept so that its extension is budgeted from it."""

@@ -50,6 +50,7 @@ from .coldrecord import StoreRecord
 from .compaction import Schedule
 from .convert import OPENING_USER_TEXT
 from .errors import InputError, NotFoundError, StoreConfigError, StoreError, ToolbudgetError
+from .fastinit import fast_init
 from .incremental import (
     HISTORY,
     Prefix,
@@ -85,6 +86,7 @@ __all__ = ["Managed", "Report", "Session", "conversation_id"]
 TokenCounter = Callable[[str], int]
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Report:
     """What one ``manage`` call did."""
@@ -153,6 +155,7 @@ class Report:
         }
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class _Trace:
     """What ``origins`` is worked out from, kept as the pipeline left it so only a caller that asks pays.
@@ -195,6 +198,7 @@ class _Trace:
         return tuple(out)
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Managed:
     """A managed body (in the form it was given: dict, bytes or text), its report, and both
@@ -320,6 +324,7 @@ def task_messages(messages: tuple[Message, ...]) -> list[Message]:
     return others
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class _Last:
     """The last request managed, and its answer (``out`` is ``None`` when it was unchanged)."""

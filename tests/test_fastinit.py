@@ -1,0 +1,131 @@
+"""``fast_init`` builds the same objects the dataclass's own ``__init__`` builds, and keeps them frozen."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import pickle
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from toolbudget.budget import Budgeted, Cut, Trail, Unreachable
+from toolbudget.compaction import SlotInfo
+from toolbudget.fastinit import fast_init
+from toolbudget.incremental import Prefix
+from toolbudget.session import Managed, Report
+
+
+@dataclass(frozen=True, slots=True)
+class _Plain:
+    a: int
+    b: str
+    c: tuple[int, ...] = ()
+    d: dict[str, int] = field(default_factory=dict)
+    e: Any = field(default=None, init=False, compare=False)
+    f: list[int] = field(default_factory=list, init=False)
+    g: int = field(default=7, kw_only=True)
+
+
+@fast_init
+@dataclass(frozen=True, slots=True)
+class _Fast:
+    """:class:`_Plain` again, built by ``fast_init``."""
+
+    a: int
+    b: str
+    c: tuple[int, ...] = ()
+    d: dict[str, int] = field(default_factory=dict)
+    e: Any = field(default=None, init=False, compare=False)
+    f: list[int] = field(default_factory=list, init=False)
+    g: int = field(default=7, kw_only=True)
+
+
+def _both() -> tuple[type[Any], type[Any]]:
+    return _Plain, _Fast
+
+
+def _state(obj: Any) -> dict[str, Any]:
+    return {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs"),
+    [
+        ((1, "x"), {}),
+        ((1, "x", (2, 3)), {}),
+        ((1,), {"b": "y", "d": {"k": 1}}),
+        ((), {"a": 2, "b": "z", "c": (1,), "d": {}, "g": 9}),
+    ],
+)
+def test_the_same_fields_as_the_dataclass_init(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    plain, fast = _both()
+    made, quick = plain(*args, **kwargs), fast(*args, **kwargs)
+    assert type(quick) is fast
+    assert _state(quick) == _state(made)
+    assert repr(quick).replace(fast.__qualname__, "") == repr(made).replace(plain.__qualname__, "")
+    # Default factories give each object its own value, as they do in the dataclass.
+    assert quick.d is not fast(*args, **kwargs).d or "d" in kwargs
+    assert quick.f is not fast(*args, **kwargs).f
+
+
+def test_still_frozen_and_a_value() -> None:
+    _, fast = _both()
+    obj = fast(1, "x")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        obj.a = 2
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        del obj.b
+    assert obj == fast(1, "x") and obj != fast(2, "x")
+    assert dataclasses.replace(obj, a=5) == fast(5, "x")
+    assert copy.copy(obj) == obj and copy.deepcopy(obj) == obj
+    assert pickle.loads(pickle.dumps(obj)) == obj
+
+
+def test_bad_calls_fail_as_the_dataclass_does() -> None:
+    plain, fast = _both()
+    for cls in (plain, fast):
+        with pytest.raises(TypeError, match="b"):
+            cls(1)
+        with pytest.raises(TypeError):
+            cls(1, "x", (), {}, 3)  # `g` is keyword-only
+        with pytest.raises(TypeError):
+            cls(1, "x", e=3)  # not an argument of __init__
+    with pytest.raises(TypeError, match=r"missing required argument.*a, b"):
+        fast(c=(1,))
+
+
+def test_refuses_what_it_would_get_wrong() -> None:
+    @dataclass(frozen=True, slots=True)
+    class Checked:
+        a: int
+
+        def __post_init__(self) -> None:
+            raise AssertionError
+
+    with pytest.raises(TypeError, match="__post_init__"):
+        fast_init(Checked)
+
+    @dataclass(slots=True)
+    class Mutable:
+        a: int
+
+    with pytest.raises(TypeError, match="not a frozen dataclass"):
+        fast_init(Mutable)
+
+    @dataclass(frozen=True)
+    class NoSlots:
+        a: int
+
+    with pytest.raises(TypeError, match="slots"):
+        fast_init(NoSlots)
+
+
+@pytest.mark.parametrize("cls", [Report, Managed, Prefix, Budgeted, Trail, Cut, Unreachable, SlotInfo])
+def test_the_value_classes_built_every_request_use_it(cls: type[Any]) -> None:
+    """The classes it is on build through ``__new__`` and keep the frozen ``__setattr__``."""
+    assert cls.__init__ is object.__init__
+    assert "__new__" in vars(cls)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        object.__new__(cls).__setattr__(dataclasses.fields(cls)[0].name, None)
