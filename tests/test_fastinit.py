@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import inspect
 import pickle
 from dataclasses import dataclass, field
 from typing import Any
@@ -81,6 +82,12 @@ def test_still_frozen_and_a_value() -> None:
     assert dataclasses.replace(obj, a=5) == fast(5, "x")
     assert copy.copy(obj) == obj and copy.deepcopy(obj) == obj
     assert pickle.loads(pickle.dumps(obj)) == obj
+
+
+def test_shows_the_dataclass_signature() -> None:
+    plain, fast = _both()
+    assert str(inspect.signature(fast)) == str(inspect.signature(plain))
+    assert "_fi_" not in str(inspect.signature(Report))
 
 
 def test_bad_calls_fail_as_the_dataclass_does() -> None:

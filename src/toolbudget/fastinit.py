@@ -27,6 +27,7 @@ refused when decorated: nothing may be skipped silently.
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import MISSING, fields, is_dataclass
 from typing import Any, TypeVar
 
@@ -109,6 +110,9 @@ def fast_init(cls: type[_T]) -> type[_T]:
     for name in names:
         setattr(probe, name, None)
     probe.__class__ = cls  # TypeError now, when decorated, if the two layouts ever differ
+    # What help() and inspect show stays the dataclass's own signature, not the sentinels.
+    own = inspect.signature(cls.__init__)
+    type.__setattr__(cls, "__signature__", own.replace(parameters=list(own.parameters.values())[1:]))
     cls.__new__ = staticmethod(space["__new__"])  # type: ignore[method-assign]
     cls.__init__ = object.__init__  # type: ignore[method-assign]
     return cls
