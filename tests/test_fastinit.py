@@ -18,29 +18,31 @@ from toolbudget.incremental import Prefix
 from toolbudget.session import Managed, Report
 
 
-@dataclass(frozen=True, slots=True)
-class _Plain:
-    a: int
-    b: str
-    c: tuple[int, ...] = ()
-    d: dict[str, int] = field(default_factory=dict)
-    e: Any = field(default=None, init=False, compare=False)
-    f: list[int] = field(default_factory=list, init=False)
-    g: int = field(default=7, kw_only=True)
+def _sample(name: str) -> type[Any]:
+    """One frozen slots dataclass, made anew under ``name`` (a module-level name, for pickle)."""
+    spec: dict[str, Any] = {
+        "__module__": __name__,
+        "__qualname__": name,
+        "__annotations__": {
+            "a": "int",
+            "b": "str",
+            "c": "tuple[int, ...]",
+            "d": "dict[str, int]",
+            "e": "Any",
+            "f": "list[int]",
+            "g": "int",
+        },
+        "c": (),
+        "d": field(default_factory=dict),
+        "e": field(default=None, init=False, compare=False),
+        "f": field(default_factory=list, init=False),
+        "g": field(default=7, kw_only=True),
+    }
+    return dataclass(frozen=True, slots=True)(type(name, (), spec))
 
 
-@fast_init
-@dataclass(frozen=True, slots=True)
-class _Fast:
-    """:class:`_Plain` again, built by ``fast_init``."""
-
-    a: int
-    b: str
-    c: tuple[int, ...] = ()
-    d: dict[str, int] = field(default_factory=dict)
-    e: Any = field(default=None, init=False, compare=False)
-    f: list[int] = field(default_factory=list, init=False)
-    g: int = field(default=7, kw_only=True)
+_Plain = _sample("_Plain")
+_Fast = fast_init(_sample("_Fast"))
 
 
 def _both() -> tuple[type[Any], type[Any]]:
