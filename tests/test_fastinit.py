@@ -6,7 +6,7 @@ import copy
 import dataclasses
 import inspect
 import pickle
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
 from typing import Any
 
 import pytest
@@ -25,17 +25,18 @@ def _sample(name: str) -> type[Any]:
         "__qualname__": name,
         "__annotations__": {
             "a": "int",
+            "g": "int",
             "b": "str",
             "c": "tuple[int, ...]",
             "d": "dict[str, int]",
             "e": "Any",
             "f": "list[int]",
-            "g": "int",
         },
         "c": (),
         "d": field(default_factory=dict),
         "e": field(default=None, init=False, compare=False),
         "f": field(default_factory=list, init=False),
+        # Keyword-only, and declared before the fields it comes after in __init__.
         "g": field(default=7, kw_only=True),
     }
     return dataclass(frozen=True, slots=True)(type(name, (), spec))
@@ -105,6 +106,55 @@ def test_bad_calls_fail_as_the_dataclass_does() -> None:
         fast(c=(1,))
 
 
+def test_no_argument_at_all_is_a_bad_call_too() -> None:
+    plain, fast = _both()
+    for cls in (plain, fast):
+        with pytest.raises(TypeError):
+            cls()
+    with pytest.raises(TypeError, match=r"_Fast.__init__\(\) got an unexpected keyword argument 'z'"):
+        fast(1, "x", z=1)
+    with pytest.raises(TypeError, match=r"_Fast.__init__\(\) missing required argument\(s\): a, b"):
+        fast()
+
+
+def test_a_class_of_defaults_alone_and_a_field_left_unset() -> None:
+    def make(name: str) -> type[Any]:
+        spec: dict[str, Any] = {
+            "__module__": __name__,
+            "__qualname__": name,
+            "__annotations__": {"a": "int", "b": "list[int]", "unset": "int"},
+            "a": 1,
+            "b": field(default_factory=list),
+            "unset": field(init=False, compare=False, repr=False),
+        }
+        return dataclass(frozen=True, slots=True)(type(name, (), spec))
+
+    plain, fast = make("Plain"), fast_init(make("Fast"))
+    made, quick = plain(), fast()
+    assert (quick.a, quick.b) == (made.a, made.b) == (1, [])
+    assert not hasattr(quick, "unset") and not hasattr(made, "unset")
+
+
+def test_a_missing_sentinel_is_a_value_like_any_other() -> None:
+    plain, fast = _both()
+    assert fast(dataclasses.MISSING, "x").a is plain(dataclasses.MISSING, "x").a is dataclasses.MISSING
+    assert fast(1, "x", c=dataclasses.MISSING).c is dataclasses.MISSING
+
+
+def test_subclasses_are_built_by_the_dataclass_init() -> None:
+    plain = type("Plain", (_Fast,), {"__slots__": ("extra",)})
+    obj = plain(1, "x", g=3)
+    assert _state(obj) == _state(_Plain(1, "x", g=3))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        obj.a = 2
+
+    spec = {"__module__": __name__, "__qualname__": "More", "__annotations__": {"h": "int"}, "h": 5}
+    more_fields: Any = dataclass(frozen=True, slots=True)(type("More", (_Fast,), spec))
+    more = more_fields(1, "x", (2,), h=6)
+    assert (more.a, more.b, more.c, more.h) == (1, "x", (2,), 6)
+    assert more_fields(1, "x").h == 5
+
+
 def test_refuses_what_it_would_get_wrong() -> None:
     @dataclass(frozen=True, slots=True)
     class Checked:
@@ -129,6 +179,14 @@ def test_refuses_what_it_would_get_wrong() -> None:
 
     with pytest.raises(TypeError, match="slots"):
         fast_init(NoSlots)
+
+    @dataclass(frozen=True, slots=True)
+    class WithInitVar:
+        a: int
+        b: InitVar[int] = 0
+
+    with pytest.raises(TypeError, match="otherwise than fast_init would"):
+        fast_init(WithInitVar)
 
 
 @pytest.mark.parametrize("cls", [Report, Managed, Prefix, Budgeted, Trail, Cut, Unreachable, SlotInfo])
