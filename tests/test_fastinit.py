@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
+from toolbudget._fastinit import fast_init
 from toolbudget.budget import Budgeted, Cut, Trail, Unreachable
 from toolbudget.compaction import SlotInfo
-from toolbudget.fastinit import fast_init
 from toolbudget.incremental import Prefix
 from toolbudget.session import Managed, Report
 

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field, replace
 
 import orjson
 
+from ._fastinit import fast_init
 from .compaction import (
     LEVEL_FOLDED,
     LEVEL_PREVIEW,
@@ -39,7 +40,6 @@ from .compaction import (
 )
 from .compaction import summarize as summarize_result
 from .errors import StoreError, ToolbudgetError
-from .fastinit import fast_init
 from .inplace import with_text
 from .jsonio import dumps
 from .marker import find_markers, is_recall_tool, marker_line

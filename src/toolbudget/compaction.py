@@ -77,7 +77,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import orjson
 
-from .fastinit import fast_init
+from ._fastinit import fast_init
 from .measure import MARKER_ROOM, chars_for, fixed_chars
 from .model import Message, Request, ToolCall
 from .models import context_window

@@ -36,8 +36,8 @@ from typing import Any
 
 import orjson
 
+from ._fastinit import fast_init
 from .budget import Trail
-from .fastinit import fast_init
 from .model import Message, Request
 from .policy import Policy
 

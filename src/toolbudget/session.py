@@ -34,6 +34,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from . import wire
+from ._fastinit import fast_init
 from .budget import (
     CUT_PREFIX,
     FOLD_REASON,
@@ -50,7 +51,6 @@ from .coldrecord import StoreRecord
 from .compaction import Schedule
 from .convert import OPENING_USER_TEXT
 from .errors import InputError, NotFoundError, StoreConfigError, StoreError, ToolbudgetError
-from .fastinit import fast_init
 from .incremental import (
     HISTORY,
     Prefix,

@@ -19,8 +19,9 @@ own: it is still frozen, compares, hashes and prints as before. It takes its
 arguments as the dataclass's ``__init__`` does (defaults, default factories,
 keyword-only fields last) and refuses the same bad calls. ``copy`` and
 ``pickle`` rebuild an object from its state without calling ``__new__``
-(:meth:`__reduce_ex__`), and a subclass is built by the dataclass's own
-``__init__``, since a draft has the layout of the decorated class alone.
+(:meth:`__reduce_ex__`), and a subclass is built by its own ``__init__``, or
+the dataclass's when it has none, since a draft has the layout of the
+decorated class alone.
 
 The decorator refuses what it cannot build exactly: a class with a
 ``__post_init__`` or an ``InitVar``, one whose fields are not exactly its
