@@ -95,6 +95,14 @@ def conversations(paths: Sequence[str] = ()) -> list[tuple[str, Conversation]]:
     return out
 
 
+def write_result(path: str | Path, result: Any) -> None:
+    """Write a benchmark's result as indented JSON (its directory made if missing), and say where."""
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_bytes(orjson.dumps(result, option=orjson.OPT_INDENT_2))
+    print(f"wrote {out}")
+
+
 def json_round_trip(raw: bytes) -> bytes:
     """What every comparison is measured against: orjson.loads, then orjson.dumps."""
     return orjson.dumps(orjson.loads(raw))

@@ -47,7 +47,7 @@ from typing import Any
 
 import orjson
 
-from _shared import REPO, add_paths, conversations, require_trajectories, transcript_files
+from _shared import REPO, add_paths, conversations, require_trajectories, transcript_files, write_result
 
 sys.path.insert(0, str(REPO / "tests"))
 
@@ -419,10 +419,7 @@ def main() -> None:
             print(f"--- price model {price}")
             timed[price] = timestamped(args.paths, price)
             print_timestamped(timed[price])
-        out = Path(args.out)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_bytes(orjson.dumps(timed, option=orjson.OPT_INDENT_2))
-        print(f"wrote {out}")
+        write_result(args.out, timed)
         return
     # The llama.cpp part replays two named shared sessions, so it needs them whatever was given.
     require_trajectories(() if args.llama or args.only_llama else args.paths)
@@ -448,9 +445,7 @@ def main() -> None:
                 "tau-bench/historical_trajectories/gpt-4o-airline.json#task-33-trial-0",
             ]
         )
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_bytes(orjson.dumps(result, option=orjson.OPT_INDENT_2))
-    print(f"wrote {out}")
+    write_result(out, result)
 
 
 if __name__ == "__main__":

@@ -15,12 +15,9 @@ from __future__ import annotations
 import argparse
 import functools
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
-import orjson
-
-from _shared import REPO, timed
+from _shared import REPO, timed, write_result
 from toolbudget import wire
 from toolbudget.clients._observe import Tap
 
@@ -99,10 +96,7 @@ def main() -> None:
         four = timed(functools.partial(fold, api, large), args.repeat)
         print(f"{api:17} {one / len(small) * 1e6:6.2f} us/event; 4x the events: {four / one:4.1f}x the time")
         rows[api] = {"us_per_event": one / len(small) * 1e6, "four_times_the_events": four / one}
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_bytes(orjson.dumps({"deltas": args.deltas, "apis": rows}, option=orjson.OPT_INDENT_2))
-    print(f"wrote {out}")
+    write_result(args.out, {"deltas": args.deltas, "apis": rows})
 
 
 if __name__ == "__main__":

@@ -64,12 +64,19 @@ import hashlib
 import statistics
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import orjson
 
-from _shared import REPO, add_paths, conversations, json_round_trip, require_trajectories, store_scratch
+from _shared import (
+    REPO,
+    add_paths,
+    conversations,
+    json_round_trip,
+    require_trajectories,
+    store_scratch,
+    write_result,
+)
 from toolbudget import to_request
 from toolbudget.model import Conversation, Message, ToolCall, ToolResult
 from toolbudget.policy import Policy
@@ -564,10 +571,7 @@ def main() -> None:
         summary["least_headroom_over_manage"] = min(r["headroom_over_manage"] for r in rows)
     for key, value in summary.items():
         print(f"{key:<28} {value:.2f}" if isinstance(value, float) else f"{key:<28} {value}")
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_bytes(orjson.dumps({"summary": summary, "rows": rows}, option=orjson.OPT_INDENT_2))
-    print(f"wrote {out}")
+    write_result(args.out, {"summary": summary, "rows": rows})
 
 
 if __name__ == "__main__":

@@ -27,13 +27,12 @@ import argparse
 import gc
 import statistics
 import time
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import orjson
 
-from _shared import REPO, add_paths, conversations, require_trajectories, store_scratch
+from _shared import REPO, add_paths, conversations, require_trajectories, store_scratch, write_result
 from loop import best_round_trip, request_bodies, warm_up
 from parse import load_tree
 from toolbudget import to_request
@@ -133,10 +132,7 @@ def main() -> None:
                 f"{row['base_over_this_loop']:>9.3f} {row['base_over_this_median']:>7.3f}",
                 flush=True,
             )
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_bytes(orjson.dumps({"baseline": args.baseline, "rows": rows}, option=orjson.OPT_INDENT_2))
-    print(f"wrote {out}")
+    write_result(args.out, {"baseline": args.baseline, "rows": rows})
 
 
 if __name__ == "__main__":

@@ -17,12 +17,11 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 import orjson
 
-from _shared import REPO, add_paths, conversations, require_trajectories, timed
+from _shared import REPO, add_paths, conversations, require_trajectories, timed, write_result
 from toolbudget import repair, to_request, validate, wire
 from toolbudget.model import ToolResult
 
@@ -98,10 +97,7 @@ def main() -> None:
     target = max(r["ratio"] for k, r in results.items() if k.endswith("/largest"))
     print(f"worst ratio on the largest body: {target:.2f}x (target <= 2x)")
     results["target"] = {"worst_largest_ratio": target, "limit": 2.0, "met": target <= 2.0}
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_bytes(orjson.dumps(results, option=orjson.OPT_INDENT_2))
-    print(f"wrote {out}")
+    write_result(args.out, results)
 
 
 if __name__ == "__main__":

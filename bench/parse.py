@@ -38,7 +38,7 @@ from typing import Any
 
 import orjson
 
-from _shared import REPO, add_paths, conversations, json_round_trip, require_trajectories
+from _shared import REPO, add_paths, conversations, json_round_trip, require_trajectories, write_result
 from toolbudget import to_request, wire
 
 
@@ -156,10 +156,7 @@ def main() -> None:
                 result[step]["speedup"] = speedup
                 line += f"  {speedup:.1f}x"
             print(line)
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_bytes(orjson.dumps(results, option=orjson.OPT_INDENT_2))
-    print(f"wrote {out}")
+    write_result(args.out, results)
 
 
 if __name__ == "__main__":

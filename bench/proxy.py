@@ -81,7 +81,7 @@ import orjson
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from _shared import REPO, conversations, require_trajectories, scratch_parent, store_scratch  # noqa: E402
+from _shared import REPO, conversations, require_trajectories, scratch_parent, store_scratch, write_result  # noqa: E402
 
 UPSTREAM_REPLY = orjson.dumps(
     {
@@ -1193,10 +1193,10 @@ def main() -> None:
         )
     args = parser.parse_args()
     {"stack": stack, "overhead": overhead, "agents": agents, "soak": soak}[args.command](args)
-    out = Path(args.out or REPO / "bench" / "results" / f"proxy-{args.command}.json")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_bytes(orjson.dumps({"command": args.command, **RESULT}, option=orjson.OPT_INDENT_2))
-    print(f"wrote {out}")
+    write_result(
+        args.out or REPO / "bench" / "results" / f"proxy-{args.command}.json",
+        {"command": args.command, **RESULT},
+    )
 
 
 if __name__ == "__main__":

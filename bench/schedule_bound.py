@@ -44,12 +44,9 @@ import itertools
 import sys
 from collections.abc import Sequence
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
-import orjson
-
-from _shared import REPO, add_paths, conversations, require_trajectories
+from _shared import REPO, add_paths, conversations, require_trajectories, write_result
 from cache import toolbudget_manager
 from toolbudget import to_request, wire
 from toolbudget.compaction import LEVEL_NONE, Schedule, SlotInfo, eager_levels, turn_starts
@@ -467,10 +464,7 @@ def main() -> None:
     print()
     for key, value in summary.items():
         print(f"{key:<64} {value}")
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_bytes(orjson.dumps({"summary": summary, "sessions": rows}, option=orjson.OPT_INDENT_2))
-    print(f"wrote {out}")
+    write_result(args.out, {"summary": summary, "sessions": rows})
 
 
 if __name__ == "__main__":

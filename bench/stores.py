@@ -29,11 +29,8 @@ import tempfile
 import time
 from collections.abc import Callable
 from functools import partial
-from pathlib import Path
 
-import orjson
-
-from _shared import REPO, store_scratch
+from _shared import REPO, store_scratch, write_result
 from toolbudget.store import DirStore, RedisStore, SqliteStore, Store
 
 SIZES = (100, 300, 1000, 2000)
@@ -84,10 +81,7 @@ def main() -> None:
                     {"store": name, "entries": size, "put_many_ms": put, "missing_ms": check}
                     | {"get_many_ms": read, "one_put_ms": one}
                 )
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_bytes(orjson.dumps({"rows": rows}, option=orjson.OPT_INDENT_2))
-    print(f"wrote {out}")
+    write_result(args.out, {"rows": rows})
 
 
 if __name__ == "__main__":

@@ -88,24 +88,23 @@ def _build_new(cls: type, draft: type, own_init: Callable[..., None]) -> Callabl
     required: list[str] = []
     for f in fields(cls):
         name = f.name
-        if not f.init:
-            if f.default is not MISSING:
-                space[f"_fi_d_{name}"] = f.default
-                sets.append(f"_fi_obj.{name} = _fi_d_{name}")
-            elif f.default_factory is not MISSING:
-                space[f"_fi_f_{name}"] = f.default_factory
-                sets.append(f"_fi_obj.{name} = _fi_f_{name}()")
-            continue  # no default at all: the dataclass leaves the slot unset too
-        (keyword if f.kw_only else positional).append(f"{name}=_fi_ABSENT")
+        default: str | None = None  # the expression of the field's default, if it has one
         if f.default is not MISSING:
             space[f"_fi_d_{name}"] = f.default
-            sets.append(f"_fi_obj.{name} = _fi_d_{name} if {name} is _fi_ABSENT else {name}")
+            default = f"_fi_d_{name}"
         elif f.default_factory is not MISSING:
             space[f"_fi_f_{name}"] = f.default_factory
-            sets.append(f"_fi_obj.{name} = _fi_f_{name}() if {name} is _fi_ABSENT else {name}")
-        else:
+            default = f"_fi_f_{name}()"
+        if not f.init:
+            if default is not None:  # without one, the dataclass leaves the slot unset too
+                sets.append(f"_fi_obj.{name} = {default}")
+            continue
+        (keyword if f.kw_only else positional).append(f"{name}=_fi_ABSENT")
+        if default is None:
             required.append(name)
             sets.append(f"_fi_obj.{name} = {name}")
+        else:
+            sets.append(f"_fi_obj.{name} = {default} if {name} is _fi_ABSENT else {name}")
     params = ["_fi_cls", *positional, *(["*", *keyword] if keyword else [])]
     as_keyword = inspect.Parameter.KEYWORD_ONLY
     as_either = inspect.Parameter.POSITIONAL_OR_KEYWORD
