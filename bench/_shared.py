@@ -103,6 +103,12 @@ def write_result(path: str | Path, result: Any) -> None:
     print(f"wrote {out}")
 
 
+def p95(values: Sequence[float]) -> float:
+    """The 95th percentile of ``values``: the one 95% of the way up the sorted list."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))]
+
+
 def json_round_trip(raw: bytes) -> bytes:
     """What every comparison is measured against: orjson.loads, then orjson.dumps."""
     return orjson.dumps(orjson.loads(raw))

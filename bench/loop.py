@@ -73,6 +73,7 @@ from _shared import (
     add_paths,
     conversations,
     json_round_trip,
+    p95,
     require_trajectories,
     store_scratch,
     write_result,
@@ -233,8 +234,8 @@ def run_loop(
         "manage_ms": sum(ours) * 1000,
         "json_ms": sum(json) * 1000,
         "loop_ratio": sum(ours) / sum(json),
-        "p95_ratio": ratios[min(len(ratios) - 1, int(0.95 * len(ratios)))],
-        "p95_ratio_large": large[min(len(large) - 1, int(0.95 * len(large)))] if large else None,
+        "p95_ratio": p95(ratios),
+        "p95_ratio_large": p95(large) if large else None,
         "large_requests": len(large),
         "median_ratio": statistics.median(ratios),
         "max_ratio": ratios[-1],
@@ -410,9 +411,10 @@ def fresh_parts(sid: str, store: str, policy: Policy, conversation: Conversation
     return {name: value / trip for name, value in best.items()}
 
 
-def warm_up(policy: Policy) -> None:
-    """Manage an unrelated body, so imports and compiled patterns are warm before any timing."""
-    with Session("unrelated", store="memory:", policy=policy) as other:
+def warm_up(policy: Policy, make: Callable[..., Any] = Session) -> None:
+    """Manage an unrelated body, so imports and compiled patterns are warm before any timing
+    (``make``: the ``Session`` class of another tree, for a side-by-side run)."""
+    with make("unrelated", store="memory:", policy=policy) as other:
         other.manage(
             {"model": MODEL, "max_tokens": 10, "messages": [{"role": "user", "content": "x " * 5000}]},
             "anthropic",

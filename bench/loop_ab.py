@@ -32,7 +32,7 @@ from typing import Any
 
 import orjson
 
-from _shared import REPO, add_paths, conversations, require_trajectories, store_scratch, write_result
+from _shared import REPO, add_paths, conversations, p95, require_trajectories, store_scratch, write_result
 from loop import best_round_trip, request_bodies, warm_up
 from parse import load_tree
 from toolbudget import to_request
@@ -40,11 +40,6 @@ from toolbudget.model import Conversation
 from toolbudget.policy import Policy
 from toolbudget.replay import requests_of
 from toolbudget.session import Session
-
-
-def p95(values: list[float]) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))]
 
 
 def paired_loop(
@@ -108,9 +103,7 @@ def main() -> None:
     require_trajectories(args.paths)
     baseline = load_tree(args.baseline)
     warm_up(Policy())
-    with baseline.session.Session("unrelated", store="memory:") as other:
-        body = {"model": "m", "max_tokens": 10, "messages": [{"role": "user", "content": "x " * 5000}]}
-        other.manage(body, "anthropic")
+    warm_up(baseline.policy.Policy(), baseline.session.Session)
 
     def size(item: tuple[str, Conversation]) -> tuple[int, int]:
         c = item[1]

@@ -49,7 +49,7 @@ from typing import Any
 
 import orjson
 
-from _shared import REPO, add_paths, conversations, require_trajectories, store_scratch
+from _shared import REPO, add_paths, conversations, p95, require_trajectories, store_scratch
 from loop import LARGE, MODEL, best_round_trip, request_bodies, warm_up
 from toolbudget import to_request
 from toolbudget.incremental import Prefix, entries_after, parse_entries
@@ -70,11 +70,6 @@ def best_of(fn: Callable[[], Any], repeat: int) -> float:
         fn()
         best = min(best, time.perf_counter() - start)
     return best
-
-
-def p95(values: list[float]) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))]
 
 
 def steps(
