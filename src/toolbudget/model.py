@@ -32,6 +32,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal, TypeAlias, TypeVar
 
+from ._fastinit import fast_init
+
 __all__ = [
     "EMPTY",
     "Conversation",
@@ -227,6 +229,7 @@ class ToolDef:
     origin: Any = field(default=None, init=False, compare=False, repr=False)
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Request:
     """A whole request body.

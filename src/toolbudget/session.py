@@ -602,7 +602,8 @@ class _SessionArchive(Archive):
         # hold before a check made here, are made now.
         deferring = session._writes_later(store)
         first = not deferring and session._first_hold(store)
-        if not first:
+        if not first and session._holder is None:
+            # A held directory was renewed, when due, as this call began (``_bind``, ``_hold``).
             session._hold()
         if deferring:
             # What the markers name is checked now; the records may follow the request.
@@ -693,6 +694,9 @@ class _SessionArchive(Archive):
             return frozenset(keys)  # nothing could be checked: no marker may promise a key
         if error is not None:
             session._store_failed(error)
+        if absent and isinstance(store, DirStore):
+            # Files for the next request's originals are made while this one goes out.
+            session._guard_of(store).when_idle(store.idle)
         session._keys_this_call.extend(key for key in sorted(absent) if key not in failed)
         return frozenset(key for key in failed if not pending[key].startswith(CUT_PREFIX))
 
@@ -1090,13 +1094,16 @@ class Session:
         store = self._store
         if not isinstance(store, DirStore) or self._closed:
             return
+        holder = self._lease.holder
+        if holder is not None and not store.renew_due(self._id):
+            return  # most requests: nothing to write, and no call worth guarding
         # Within the request's time, like every store call: the directory may be on a mount that hangs.
         with contextlib.suppress(StoreError):
-            if self._holder is None:
+            if holder is None:
                 # Marks the archive in use, so no sweep or clean removes it under this session.
                 self._store_call(_take_hold, store, self._id, self._lease)
-            elif store.renew_due(self._id):
-                self._store_call(store.renew, self._id, self._holder)
+            else:
+                self._store_call(store.renew, self._id, holder)
 
     def _first_hold(self, store: Store) -> bool:
         """Whether the session has yet to hold its directory in ``store``."""
@@ -1513,7 +1520,11 @@ class Session:
         chars_before = prefix.chars_before + sum(sizes)
         chars_after = chars_before
         if fixed is not request:
-            chars_after = prefix.chars_after + sum(message_chars(m) for m in fixed.messages[-len(new) :])
+            chars_after = prefix.chars_after + sum(
+                # A new message that went out as it came is the same object: its size is known.
+                size if m is n else message_chars(m)
+                for m, n, size in zip(fixed.messages[-len(new) :], new, sizes, strict=False)
+            )
             for i in redone:
                 chars_after += message_chars(fixed.messages[i]) - message_chars(was[i])
         report = self._report(request, fixed, (), budgeted, (chars_before, chars_after))

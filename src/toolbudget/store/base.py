@@ -254,6 +254,12 @@ class Store(ABC):
         """
         return False
 
+    def idle(self) -> bool:
+        """Do one step of work a write left for a moment when no call waits; returns whether more
+        is left. The store's worker calls it between calls (see
+        :class:`~toolbudget.store.guard.StoreGuard`). Nothing by default."""
+        return False
+
     def location(self, session: str, key: str) -> str | None:
         """Where a file-backed store keeps (or will keep) ``key``, without looking; else ``None``."""
         return None

@@ -22,6 +22,7 @@ back.
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import threading
 import time
@@ -78,6 +79,10 @@ class Deadline:
         self._left -= max(0.0, seconds)
 
 
+_WAKE: tuple[Future[Any], Callable[..., Any], tuple[object, ...]] = (Future(), lambda: None, ())
+"""Put on a worker's queue to have it look for idle work; never run."""
+
+
 class _Worker:
     """One daemon thread running store calls in order.
 
@@ -89,6 +94,7 @@ class _Worker:
         self._queue: queue.SimpleQueue[tuple[Future[Any], Callable[..., Any], tuple[object, ...]] | None] = (
             queue.SimpleQueue()
         )
+        self._idle: list[Callable[[], bool]] = []
         threading.Thread(target=self._run, name="toolbudget-store", daemon=True).start()
 
     def submit(self, fn: Callable[..., T], *args: object) -> Future[T]:
@@ -96,11 +102,22 @@ class _Worker:
         self._queue.put((future, fn, args))
         return future
 
+    def when_idle(self, step: Callable[[], bool]) -> None:
+        """Run ``step`` whenever no call is waiting, until it returns ``False``."""
+        if step not in self._idle:
+            self._idle.append(step)
+        self._queue.put(_WAKE)  # a worker waiting for a call looks again
+
     def stop(self) -> None:
         self._queue.put(None)
 
     def _run(self) -> None:
-        while (item := self._queue.get()) is not None:
+        while True:
+            item = self._next()
+            if item is None:
+                return
+            if item is _WAKE:
+                continue
             future, fn, args = item
             if not future.set_running_or_notify_cancel():
                 continue
@@ -108,6 +125,20 @@ class _Worker:
                 future.set_result(fn(*args))
             except BaseException as error:
                 future.set_exception(error)
+
+    def _next(self) -> tuple[Future[Any], Callable[..., Any], tuple[object, ...]] | None:
+        """The next call; while none waits, one step of idle work at a time, so that a call that
+        comes meanwhile waits for one step at most."""
+        while self._idle and self._queue.empty():
+            step = self._idle[0]
+            try:
+                more = step()
+            except Exception:  # idle work is best effort: a step that fails is dropped
+                more = False
+            if not more:
+                with contextlib.suppress(ValueError):
+                    self._idle.remove(step)
+        return self._queue.get()
 
 
 class StoreGuard:
@@ -190,6 +221,14 @@ class StoreGuard:
             if waited > left:
                 with self._lock:
                     self._open_until = self._clock() + self.cool_down
+
+    def when_idle(self, step: Callable[[], bool]) -> None:
+        """Have the worker run ``step`` between calls, until it returns ``False`` (see
+        :meth:`~toolbudget.store.base.Store.idle`); nothing while the store is being skipped."""
+        with self._lock:
+            worker = None if self._is_open() else self._worker
+        if worker is not None:
+            worker.when_idle(step)
 
     def close(self) -> None:
         with self._lock:
