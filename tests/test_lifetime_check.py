@@ -273,10 +273,13 @@ def test_a_session_holds_its_directory_again_when_it_was_removed_under_it(
     store = DirStore(tmp_path, clock=lambda: now[0], sweep=False)
     session = Session("removed", store=store, policy=POLICY)
     session.manage(history(outputs(2)), "anthropic")
+    # The store's worker makes spare files there once a request has written (not a race to test).
+    assert session._guard is not None and session._guard.settle(10.0)
     shutil.rmtree(tmp_path / "toolbudget-removed")
     now[0] += 120
     session.manage(_small_body("go on"), "anthropic")
     assert store.live_holders("removed") != []
+    assert session._guard.settle(10.0)
     shutil.rmtree(tmp_path / "toolbudget-removed")
     with caplog.at_level("WARNING", logger="toolbudget"):
         session.close()  # nothing left to release is not worth a warning

@@ -211,3 +211,128 @@ def test_idle_work_that_fails_is_dropped_and_a_skipped_store_gets_none() -> None
     time.sleep(0.1)
     assert "while skipped" not in calls
     guard.close()
+
+
+def test_a_fifo_in_a_spares_place_does_not_hold_the_write(tmp_path: Path) -> None:
+    store = DirStore(tmp_path, sweep=False)
+    store.put_many("s", {_key(0): b"x"})
+    _idle_until_done(store)
+    newest = store._spares[str(_results(store, "s"))][-1]
+    os.unlink(newest)
+    os.mkfifo(newest)
+    done = threading.Event()
+
+    def write() -> None:
+        store.put_many("s", {_key(1): b"entry"})
+        done.set()
+
+    threading.Thread(target=write, daemon=True).start()
+    assert done.wait(5.0), "a write waited on a FIFO left in a spare's place"
+    assert store.get("s", _key(1)) == b"entry"
+
+
+def test_a_spare_removed_as_stale_between_its_open_and_its_link_is_written_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from toolbudget.store import dir as dir_module
+
+    store = DirStore(tmp_path, sweep=False)
+    store.put_many("s", {_key(0): b"x"})
+    _idle_until_done(store)
+    opened = dir_module._open_spare
+
+    def swept_after_open(path: str) -> int | None:
+        fd = opened(path)
+        os.unlink(path)  # another process's sweep took it for a stale temp file
+        return fd
+
+    monkeypatch.setattr(dir_module, "_open_spare", swept_after_open)
+    assert store.put_many("s", {_key(1): b"entry"}) == set()
+    assert store.get("s", _key(1)) == b"entry"
+
+
+def test_a_spare_whose_mode_was_opened_up_gives_a_private_entry(tmp_path: Path) -> None:
+    store = DirStore(tmp_path, sweep=False)
+    store.put_many("s", {_key(0): b"x"})
+    _idle_until_done(store)
+    for path in store._spares[str(_results(store, "s"))]:
+        os.chmod(path, 0o644)
+    store.put_many("s", {_key(1): b"secret"})
+    entry = _results(store, "s") / f"{_key(1)}.txt"
+    assert stat.S_IMODE(os.lstat(entry).st_mode) == 0o600
+
+
+def test_a_put_of_a_held_entry_makes_no_file_and_takes_no_spare(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = DirStore(tmp_path, sweep=False)
+    store.put_many("s", {_key(0): b"held"})
+    _idle_until_done(store)
+    spares = list(store._spares[str(_results(store, "s"))])
+    opened: list[str] = []
+    real_open = os.open
+
+    def counting_open(path: str, *args: object, **kwargs: object) -> int:
+        opened.append(str(path))
+        return real_open(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "open", counting_open)
+    assert store.put_many("s", {_key(0): b"held"}) == set()
+    assert opened == []
+    assert store._spares[str(_results(store, "s"))] == spares
+
+
+def test_a_forked_child_does_not_write_into_its_parents_spares(tmp_path: Path) -> None:
+    store = DirStore(tmp_path, sweep=False)
+    store.put_many("s", {_key(0): b"x"})
+    _idle_until_done(store)
+    results = _results(store, "s")
+    spares = list(store._spares[str(results)])
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: one write, then report which file it went to
+        try:
+            store.put_many("s", {_key(1): b"child"})
+            inode = os.lstat(results / f"{_key(1)}.txt").st_ino
+            os.write(write, str(inode).encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    child_inode = int(os.read(read, 100) or b"0")
+    os.close(read)
+    os.waitpid(pid, 0)
+    assert child_inode
+    assert all(os.lstat(path).st_ino != child_inode for path in spares)
+    assert all(os.lstat(path).st_size == 0 for path in spares)
+    assert store._spares[str(results)] == spares  # the parent's own, untouched
+
+
+def test_idle_work_of_several_threads_keeps_no_more_than_the_spares_wanted(tmp_path: Path) -> None:
+    store = DirStore(tmp_path, sweep=False)
+    store.put_many("s", {_key(0): b"x"})
+    threads = [threading.Thread(target=_idle_until_done, args=(store,)) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(_parts(_results(store, "s"))) == SPARES
+
+
+def test_settle_waits_for_the_idle_work_left_to_the_worker() -> None:
+    guard = StoreGuard("test:")
+    assert guard.settle(0.0)  # no worker yet: nothing left
+    guard.call(Deadline(10.0), lambda: None)
+    gate = threading.Event()
+    steps = [0]
+
+    def step() -> bool:
+        gate.wait(5.0)
+        steps[0] += 1
+        return steps[0] < 3
+
+    guard.when_idle(step)
+    assert not guard.settle(0.05)  # held at the gate
+    gate.set()
+    assert guard.settle(5.0)
+    assert steps[0] == 3
+    guard.close()

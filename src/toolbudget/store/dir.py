@@ -209,6 +209,7 @@ class DirStore(Store):
         self._used_spares: list[str] = []
         """The temp names of spares that now hold an entry under its own name, to remove when idle."""
         self._spares_lock = threading.Lock()
+        self._spares_pid = os.getpid()
         try:
             os.makedirs(self.root, mode=0o700)
         except FileExistsError:
@@ -515,7 +516,7 @@ class DirStore(Store):
         def write(batch: list[tuple[str, bytes]]) -> None:
             for key, data in batch:
                 try:
-                    used = _write_new(results, key + _SUFFIX, data, sync, self._take_spare(results))
+                    used = _write_new(results, key + _SUFFIX, data, sync, lambda: self._take_spare(results))
                 except OSError as error:
                     failed[key] = error
                     continue
@@ -555,6 +556,10 @@ class DirStore(Store):
 
     def _take_spare(self, results: str) -> str | None:
         with self._spares_lock:
+            if self._spares_pid != os.getpid():
+                # A forked child: its parent holds the same spares, and both would write one.
+                self._spares_pid, self._spares, self._used_spares = os.getpid(), {}, []
+                return None
             spares = self._spares.get(results)
             return spares.pop() if spares else None
 
@@ -593,11 +598,11 @@ class DirStore(Store):
             return True
         with self._spares_lock:
             spares = self._spares.get(results)
-            if spares is not None:
+            if spares is not None and len(spares) < SPARES and self._spares_pid == os.getpid():
                 spares.append(path)
                 return True
         with contextlib.suppress(OSError):
-            os.unlink(path)
+            os.unlink(path)  # no longer wanted: another thread's idle work filled the directory
         return True
 
     def _get(self, session: str, key: str) -> bytes | None:
@@ -1266,11 +1271,14 @@ def _open_spare(path: str) -> int | None:
     """A spare made by :meth:`DirStore.idle`, opened to be written, if it is still one: a
     regular empty file of this user's with no other name (a stale one may have been removed)."""
     try:
-        fd = os.open(path, os.O_WRONLY | _NOFOLLOW | _BINARY | getattr(os, "O_CLOEXEC", 0))
+        # Not blocking: a FIFO put in its place would otherwise hold the write until a reader came.
+        fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | _NOFOLLOW | _BINARY | getattr(os, "O_CLOEXEC", 0))
     except OSError:
         return None
     try:
         info = os.fstat(fd)
+        if hasattr(os, "fchmod"):
+            os.fchmod(fd, 0o600)  # whatever was done to it since it was made
     except OSError:
         info = None
     getuid = getattr(os, "getuid", None)
@@ -1287,7 +1295,11 @@ def _open_spare(path: str) -> int | None:
 
 
 def _write_new(
-    directory: str, name: str, data: bytes, sync: bool = False, spare: str | None = None
+    directory: str,
+    name: str,
+    data: bytes,
+    sync: bool = False,
+    take_spare: Callable[[], str | None] | None = None,
 ) -> str | None:
     """Create ``directory/name`` holding ``data``, unless it exists as a regular file.
 
@@ -1297,12 +1309,19 @@ def _write_new(
     leaves the first file in place. ``sync`` flushes the file to the disk
     before it appears, which only a power loss can tell apart.
 
-    ``spare``, a file :meth:`DirStore.idle` made, is the temp file when it is
-    still one. The temp name of a spare that now holds the entry is returned
+    ``take_spare`` hands out a file :meth:`DirStore.idle` made, taken only
+    when the entry is not held already; it is the temp file when it is still
+    one. The temp name of a spare that now holds the entry is returned
     for the caller to remove later (a second name of the entry's file, which
     no reader looks at); any other temp file is removed here.
     """
     final = os.path.join(directory, name)
+    try:
+        if stat.S_ISREG(os.lstat(final).st_mode):
+            return None  # held already: the first file stands
+    except FileNotFoundError:
+        pass
+    spare = take_spare() if take_spare is not None else None
     fd = _open_spare(spare) if spare is not None else None
     if fd is not None and spare is not None:
         temp = spare
@@ -1317,6 +1336,12 @@ def _write_new(
         try:
             os.link(temp, final)
             published = temp == spare
+        except FileNotFoundError:
+            if temp != spare:
+                raise
+            # The spare was taken for a stale temp file and removed since it was opened (it
+            # was over an hour old): the entry is written again through a temp file of its own.
+            return _write_new(directory, name, data, sync)
         except FileExistsError:
             # A link, a directory or anything else in an entry's place holds no entry (a check
             # finds it missing): the entry takes its place, or, where it cannot (a directory),

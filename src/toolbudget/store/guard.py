@@ -95,6 +95,9 @@ class _Worker:
             queue.SimpleQueue()
         )
         self._idle: list[Callable[[], bool]] = []
+        self.settled = threading.Event()
+        """Set while the worker has no idle work left (see :meth:`StoreGuard.settle`)."""
+        self.settled.set()
         threading.Thread(target=self._run, name="toolbudget-store", daemon=True).start()
 
     def submit(self, fn: Callable[..., T], *args: object) -> Future[T]:
@@ -104,6 +107,7 @@ class _Worker:
 
     def when_idle(self, step: Callable[[], bool]) -> None:
         """Run ``step`` whenever no call is waiting, until it returns ``False``."""
+        self.settled.clear()
         if step not in self._idle:
             self._idle.append(step)
         self._queue.put(_WAKE)  # a worker waiting for a call looks again
@@ -138,6 +142,8 @@ class _Worker:
             if not more:
                 with contextlib.suppress(ValueError):
                     self._idle.remove(step)
+        if not self._idle:
+            self.settled.set()
         return self._queue.get()
 
 
@@ -229,6 +235,13 @@ class StoreGuard:
             worker = None if self._is_open() else self._worker
         if worker is not None:
             worker.when_idle(step)
+
+    def settle(self, timeout: float) -> bool:
+        """Wait until the worker has done the idle work left to it (a write's spare files, say);
+        returns whether it has. For a caller about to remove the store's files by hand."""
+        with self._lock:
+            worker = self._worker
+        return worker is None or worker.settled.wait(timeout)
 
     def close(self) -> None:
         with self._lock:
