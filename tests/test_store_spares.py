@@ -37,6 +37,14 @@ def _parts(results: Path) -> list[str]:
     return sorted(name for name in os.listdir(results) if name.endswith(".part"))
 
 
+def _with_spares(root: Path) -> DirStore:
+    """A store that wrote one entry of session ``s`` and made its spares."""
+    store = DirStore(root, sweep=False)
+    store.put_many("s", {_key(0): b"x"})
+    _idle_until_done(store)
+    return store
+
+
 def test_idle_work_keeps_spares_ready_and_a_write_takes_one(tmp_path: Path) -> None:
     store = DirStore(tmp_path, sweep=False)
     assert not store.idle()  # nothing written yet: nothing to keep ready
@@ -65,9 +73,7 @@ def test_idle_work_keeps_spares_ready_and_a_write_takes_one(tmp_path: Path) -> N
 
 
 def test_a_spare_that_is_no_longer_an_empty_file_of_its_own_is_not_written_into(tmp_path: Path) -> None:
-    store = DirStore(tmp_path, sweep=False)
-    store.put_many("s", {_key(0): b"x"})
-    _idle_until_done(store)
+    store = _with_spares(tmp_path)
     results = _results(store, "s")
     spares = sorted(store._spares[str(results)])
     target = tmp_path / "elsewhere.txt"
@@ -124,9 +130,7 @@ def test_release_removes_the_sessions_spares_and_close_touches_no_file(tmp_path:
 
 
 def test_spares_left_behind_are_stale_temp_files_to_a_later_sweep(tmp_path: Path) -> None:
-    store = DirStore(tmp_path, sweep=False)
-    store.put_many("s", {_key(0): b"x"})
-    _idle_until_done(store)
+    store = _with_spares(tmp_path)
     results = _results(store, "s")
     assert _parts(results)
     store.close()  # a process that ends without releasing
@@ -214,9 +218,7 @@ def test_idle_work_that_fails_is_dropped_and_a_skipped_store_gets_none() -> None
 
 
 def test_a_fifo_in_a_spares_place_does_not_hold_the_write(tmp_path: Path) -> None:
-    store = DirStore(tmp_path, sweep=False)
-    store.put_many("s", {_key(0): b"x"})
-    _idle_until_done(store)
+    store = _with_spares(tmp_path)
     newest = store._spares[str(_results(store, "s"))][-1]
     os.unlink(newest)
     os.mkfifo(newest)
@@ -236,9 +238,7 @@ def test_a_spare_removed_as_stale_between_its_open_and_its_link_is_written_again
 ) -> None:
     from toolbudget.store import dir as dir_module
 
-    store = DirStore(tmp_path, sweep=False)
-    store.put_many("s", {_key(0): b"x"})
-    _idle_until_done(store)
+    store = _with_spares(tmp_path)
     opened = dir_module._open_spare
 
     def swept_after_open(path: str) -> int | None:
@@ -252,9 +252,7 @@ def test_a_spare_removed_as_stale_between_its_open_and_its_link_is_written_again
 
 
 def test_a_spare_whose_mode_was_opened_up_gives_a_private_entry(tmp_path: Path) -> None:
-    store = DirStore(tmp_path, sweep=False)
-    store.put_many("s", {_key(0): b"x"})
-    _idle_until_done(store)
+    store = _with_spares(tmp_path)
     for path in store._spares[str(_results(store, "s"))]:
         os.chmod(path, 0o644)
     store.put_many("s", {_key(1): b"secret"})
@@ -283,9 +281,7 @@ def test_a_put_of_a_held_entry_makes_no_file_and_takes_no_spare(
 
 
 def test_a_forked_child_does_not_write_into_its_parents_spares(tmp_path: Path) -> None:
-    store = DirStore(tmp_path, sweep=False)
-    store.put_many("s", {_key(0): b"x"})
-    _idle_until_done(store)
+    store = _with_spares(tmp_path)
     results = _results(store, "s")
     spares = list(store._spares[str(results)])
     read, write = os.pipe()
