@@ -106,6 +106,19 @@ def headroom_compress() -> Callable[[list[dict[str, Any]]], Any] | None:
     return run
 
 
+def settle(session: Any) -> None:
+    """Let the session's store worker finish its work between requests (untimed), as the seconds
+    an agent waits for its model let it; a tree without :meth:`Session.settle` is waited for the
+    same way."""
+    wait = getattr(session, "settle", None)
+    if wait is not None:
+        wait(10.0)
+        return
+    guard = getattr(session, "_guard", None)
+    if guard is not None and hasattr(guard, "settle"):
+        guard.settle(10.0)
+
+
 def request_bodies(conversation: Conversation) -> Iterator[dict[str, Any]]:
     """The session's requests as the agent sent them, one after another.
 
@@ -201,7 +214,7 @@ def run_loop(
                     session.write_now()
                 # The store's worker finishes what it does between requests (a session's directory
                 # made ahead of its first cut, spare files), as the model's seconds let it.
-                session.settle(10.0)
+                settle(session)
                 raw = orjson.dumps(body)
                 trip = best_round_trip(raw)
                 gc.disable()

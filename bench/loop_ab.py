@@ -33,26 +33,13 @@ from typing import Any
 import orjson
 
 from _shared import REPO, add_paths, conversations, p95, require_trajectories, store_scratch, write_result
-from loop import best_round_trip, request_bodies, warm_up
+from loop import best_round_trip, request_bodies, settle, warm_up
 from parse import load_tree
 from toolbudget import to_request
 from toolbudget.model import Conversation
 from toolbudget.policy import Policy
 from toolbudget.replay import requests_of
 from toolbudget.session import Session
-
-
-def settle(session: Any) -> None:
-    """Let the session's store worker finish its work between requests (untimed), as the seconds
-    an agent waits for its model let it; a tree without :meth:`Session.settle` is waited for the
-    same way."""
-    wait = getattr(session, "settle", None)
-    if wait is not None:
-        wait(10.0)
-        return
-    guard = getattr(session, "_guard", None)
-    if guard is not None and hasattr(guard, "settle"):
-        guard.settle(10.0)
 
 
 def paired_loop(

@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import gc
 import os
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
 from test_archive_lifetime import history
@@ -88,3 +91,21 @@ def test_a_session_never_closed_readies_nothing_once_it_is_gone(tmp_path: Path) 
     del session
     gc.collect()
     assert not (tmp_path / "toolbudget-dropped").exists()
+
+
+def test_a_process_that_exits_without_closing_leaves_no_empty_archive(tmp_path: Path) -> None:
+    script = textwrap.dedent(
+        f"""
+        import sys
+        sys.path.insert(0, {str(Path(__file__).parent)!r})
+        from test_archive_lifetime import history
+        from toolbudget import Session
+        session = Session("exits", store={f"dir:{tmp_path}"!r})
+        session.manage(history(["short"]), "anthropic")
+        assert session.settle(10.0)
+        from toolbudget.store.dir import DirStore
+        assert DirStore({str(tmp_path)!r}, sweep=False).live_holders("exits")
+        """
+    )
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=60)
+    assert not (tmp_path / "toolbudget-exits").exists()

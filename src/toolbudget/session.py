@@ -1110,12 +1110,14 @@ class Session:
             self._id = conversation_id(request)
         if self._holder is not None:
             self._hold()  # renewed when due
-        elif not self._readied:
-            self._ready_ahead()
 
     def _ready_ahead(self) -> None:
         """Have the store's worker hold this session's directory, and make what a first cut makes,
-        while no call waits, so that the first cut does not wait for it (see :meth:`_hold`)."""
+        while no call waits, so that the first cut does not wait for it (see :meth:`_hold`).
+
+        Asked as the first request returns, not as it begins: made while a request runs, the files
+        cost it the worker's share of the interpreter's lock (a session met cold makes its hold
+        in its own trip, as before)."""
         self._readied = True
         store = self._store
         if not isinstance(store, DirStore) or self._closed or self._store_error is not None:
@@ -1202,9 +1204,13 @@ class Session:
                 if self._later is not None:
                     self.write_now()
                 if now is None:
-                    return self._manage(body, api)
-                with self._arriving(now):
-                    return self._manage(body, api)
+                    managed = self._manage(body, api)
+                else:
+                    with self._arriving(now):
+                        managed = self._manage(body, api)
+                if not self._readied:
+                    self._ready_ahead()
+                return managed
             finally:
                 if not outer:
                     local.deadline = None
@@ -1304,7 +1310,10 @@ class Session:
             self.write_now()
             self._bind(request)
             self._prefix = None  # what a body's next request resumes from is a body's
-            return self._pipeline(request)
+            managed = self._pipeline(request)
+            if not self._readied:
+                self._ready_ahead()
+            return managed
 
     def cut_result(
         self,
