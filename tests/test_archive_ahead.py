@@ -69,9 +69,11 @@ def test_an_archive_that_holds_nothing_is_removed_when_its_last_holder_ends(tmp_
     assert not directory.exists()
 
 
-def test_release_keeps_an_archive_with_a_record_or_a_write_under_way(tmp_path: Path) -> None:
+def test_release_keeps_an_archive_with_a_record_a_write_under_way_or_a_file_of_someone_else(
+    tmp_path: Path,
+) -> None:
     store = DirStore(tmp_path, sweep=False)
-    for session, leave in (("logged", "records"), ("writing", "tool-results/k.part")):
+    for session, leave in (("logged", "records"), ("writing", "tool-results/k.part"), ("notes", "notes.txt")):
         holder = store.hold(session)
         store.ready(session)
         directory = tmp_path / f"toolbudget-{session}"

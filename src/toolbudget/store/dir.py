@@ -114,6 +114,8 @@ _RECORDS = "records"
 _HOLDERS = "holders"
 _USED = "used"
 _SWEPT = ".swept"
+_OWN_NAMES = frozenset({_RESULTS, _RECORDS, _HOLDERS, _USED})
+"""What a session directory holds that this store made."""
 _SUFFIX = ".txt"
 _LSTAT_UP_TO = 8
 """Up to this many keys a check looks at each file; past it, it lists the directory once."""
@@ -413,9 +415,10 @@ class DirStore(Store):
         return bool(live) or now - last < self.ttl
 
     def _holds_anything(self, directory: str) -> bool:
-        """Whether a session directory holds an entry, a record, a live holder or a write under way
-        (anything but the spare files its holder made, which release removes first)."""
-        if self._live(directory)[0]:
+        """Whether a session directory holds an entry, a record, a live holder, a write under way or
+        anything this store did not put there (anything but the spare files its holder made, which
+        release removes first)."""
+        if not set(os.listdir(directory)) <= _OWN_NAMES or self._live(directory)[0]:
             return True
         try:
             if os.listdir(os.path.join(directory, _RESULTS)):
