@@ -4,7 +4,7 @@ holds nothing.
 Making a file was most of a first cut's cost (the directory, the holder,
 the record log, the results directory, the original: 0.5-0.7 ms each on the
 disk these tests were written on). The store's worker makes them once the
-session's first request has come, while no call waits.
+session's first request has returned, while no call waits.
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ def test_release_keeps_an_archive_with_a_record_a_write_under_way_or_a_file_of_s
         assert not store.live_holders(session)
 
 
-def test_a_session_never_closed_readies_nothing_once_it_is_gone(tmp_path: Path) -> None:
+def test_a_session_dropped_unclosed_leaves_no_empty_archive(tmp_path: Path) -> None:
     # The idle step keeps no reference to its session: one dropped unclosed is collected, and its
     # lease lets go of the holder (and the empty archive) as before.
     session = Session("dropped", store=f"dir:{tmp_path}", policy=POLICY)

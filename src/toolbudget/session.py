@@ -1043,7 +1043,7 @@ class Session:
         calls; returns whether it did. Never needed for correctness.
 
         A ``dir:`` store's worker holds the session's directory and makes
-        what its first cut writes into once the first request has come, and
+        what its first cut writes into once the first request has returned, and
         keeps empty files ready for the next originals (see
         :meth:`~toolbudget.store.dir.DirStore.idle`), all while no call
         waits: an agent's next request comes seconds later, and finds them
@@ -1117,7 +1117,9 @@ class Session:
 
         Asked as the first request returns, not as it begins: made while a request runs, the files
         cost it the worker's share of the interpreter's lock (a session met cold makes its hold
-        in its own trip, as before)."""
+        in its own trip, as before). Once per session: nothing after the first request."""
+        if self._readied:
+            return
         self._readied = True
         store = self._store
         if not isinstance(store, DirStore) or self._closed or self._store_error is not None:
@@ -1133,7 +1135,7 @@ class Session:
         A request never waits for the first hold unless it has a key to check
         or an entry to write: making the directory and the holder (a few files,
         several times the round trip of a small request's JSON) is left to the
-        store's worker once the first request has come (:meth:`_ready_ahead`),
+        store's worker once the first request has returned (:meth:`_ready_ahead`),
         and a request that needs the hold before that work is done makes it in
         the same trip as its writes. An archive left holding nothing is removed
         when its last holder ends (:meth:`DirStore.release`).
@@ -1208,8 +1210,7 @@ class Session:
                 else:
                     with self._arriving(now):
                         managed = self._manage(body, api)
-                if not self._readied:
-                    self._ready_ahead()
+                self._ready_ahead()
                 return managed
             finally:
                 if not outer:
@@ -1311,8 +1312,7 @@ class Session:
             self._bind(request)
             self._prefix = None  # what a body's next request resumes from is a body's
             managed = self._pipeline(request)
-            if not self._readied:
-                self._ready_ahead()
+            self._ready_ahead()
             return managed
 
     def cut_result(

@@ -580,9 +580,7 @@ class DirStore(Store):
                 writer.start()
             for writer in writers:
                 writer.join()
-        with self._spares_lock:
-            if results not in self._spares and len(self._spares) < _SPARE_DIRS:
-                self._spares[results] = []  # kept ready from now on, when the store is idle
+        self._want_spares(results)
         if failed and len(failed) == len(items):
             why = _why(next(iter(failed.values())))
             raise StoreError(f"cannot keep {what} in {results}: {why}")
@@ -604,9 +602,13 @@ class DirStore(Store):
             self._private_dir(results)
             if self.local:
                 make(os.path.join(directory, _RECORDS))
-            with self._spares_lock:
-                if results not in self._spares and len(self._spares) < _SPARE_DIRS:
-                    self._spares[results] = []
+            self._want_spares(results)
+
+    def _want_spares(self, results: str) -> None:
+        """Keep spares ready in ``results`` from now on, made when the store is idle (:meth:`idle`)."""
+        with self._spares_lock:
+            if results not in self._spares and len(self._spares) < _SPARE_DIRS:
+                self._spares[results] = []
 
     def _take_spare(self, results: str) -> str | None:
         with self._spares_lock:
