@@ -14,7 +14,11 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
+import time
 from pathlib import Path
+
+import pytest
 
 from test_archive_lifetime import history
 from toolbudget.policy import Policy
@@ -111,3 +115,48 @@ def test_a_process_that_exits_without_closing_leaves_no_empty_archive(tmp_path: 
     )
     subprocess.run([sys.executable, "-c", script], check=True, timeout=60)
     assert not (tmp_path / "toolbudget-exits").exists()
+
+
+def test_after_a_cut_the_worker_checks_the_keys_again_so_the_next_request_does_not(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A cut changes the results directory, so the check after it cannot take the directory's
+    # time for what it found before. The worker checks again between requests (after making
+    # its spares, which change the directory too), and the next request's check is two stats.
+    looked: list[int] = []
+    sizes_of = DirStore._sizes
+
+    def counted(self: DirStore, session: str, keys: list[str]) -> dict[str, int | None]:
+        looked.append(threading.get_ident())
+        return sizes_of(self, session, keys)
+
+    monkeypatch.setattr(DirStore, "_sizes", counted)
+    with Session("again", store=f"dir:{tmp_path}", policy=POLICY) as session:
+        first = session.manage(history(["big\n" * 2000]), "anthropic")
+        assert first.report.keys_written
+        assert session.settle(10.0)
+        looked.clear()
+        later = session.manage(history(["big\n" * 2000, "short"]), "anthropic")
+        assert later.report.cuts and not later.report.keys_written
+        assert threading.get_ident() not in looked  # the request looked at no key
+        # The vouching still sees a change: a removed original is written again.
+        (key,) = first.report.keys_written
+        (tmp_path / "toolbudget-again" / "tool-results" / f"{key}.txt").unlink()
+        again = session.manage(history(["big\n" * 2000, "short", "short"]), "anthropic")
+        assert again.report.keys_written == (key,)
+        assert session.original(key) == "big\n" * 2000
+
+
+def test_the_check_again_waits_for_a_time_that_vouches_where_times_keep_to_the_tick(tmp_path: Path) -> None:
+    store = DirStore(tmp_path, sweep=False)
+    store.fine = False
+    key = "ab" * 16
+    assert store.put_many("s", {key: b"original"}) == set()
+    step = store.recheck("s", [key], {key: 8})
+    assert step() is True  # the directory changed just now: not yet
+    deadline = time.monotonic() + 5
+    while step() and time.monotonic() < deadline:
+        pass
+    assert "s" in store._checked  # checked once the time was old enough to vouch
+    store.close()
+    assert store.recheck("s", [key], None)() is False  # a closed store does nothing

@@ -711,8 +711,11 @@ class _SessionArchive(Archive):
         if error is not None:
             session._store_failed(error)
         if absent and isinstance(store, DirStore):
-            # Files for the next request's originals are made while this one goes out.
-            session._guard_of(store).when_idle(store.idle)
+            # Files for the next request's originals are made while this one goes out, and then
+            # the keys are checked again, so the next request's check finds them vouched for.
+            guard = session._guard_of(store)
+            guard.when_idle(store.idle)
+            guard.when_idle(store.recheck(session.id, keys, sizes))
         session._keys_this_call.extend(key for key in sorted(absent) if key not in failed)
         return frozenset(key for key in failed if not pending[key].startswith(CUT_PREFIX))
 
