@@ -17,6 +17,7 @@ import textwrap
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -160,3 +161,31 @@ def test_the_check_again_waits_for_a_time_that_vouches_where_times_keep_to_the_t
     assert "s" in store._checked  # checked once the time was old enough to vouch
     store.close()
     assert store.recheck("s", [key], None)() is False  # a closed store does nothing
+
+
+def test_the_idle_work_a_cut_leaves_is_handed_to_the_worker_as_the_request_returns(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Run while the request goes on, the spares and the check again took the interpreter's lock
+    # from it between their system calls.
+    from toolbudget.store.guard import StoreGuard
+
+    asked: list[bool] = []  # whether a request was under way when idle work was asked for
+    when_idle = StoreGuard.when_idle
+    session = Session("later", store=f"dir:{tmp_path}", policy=POLICY)
+
+    def noted(self: StoreGuard, step: Any) -> None:
+        asked.append(getattr(session._local, "deadline", None) is not None)
+        when_idle(self, step)
+
+    monkeypatch.setattr(StoreGuard, "when_idle", noted)
+    with session:
+        session.manage(history(["short"]), "anthropic")
+        assert session.settle(10.0)
+        asked.clear()
+        managed = session.manage(history(["short", "big\n" * 2000]), "anthropic")
+        assert managed.report.keys_written
+        assert asked and not any(asked)  # spares and the check again, asked for after the request
+        assert session.settle(10.0)
+        spares = _spares(tmp_path / "toolbudget-later" / "tool-results")
+        assert len(spares) == SPARES

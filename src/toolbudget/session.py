@@ -713,9 +713,7 @@ class _SessionArchive(Archive):
         if absent and isinstance(store, DirStore):
             # Files for the next request's originals are made while this one goes out, and then
             # the keys are checked again, so the next request's check finds them vouched for.
-            guard = session._guard_of(store)
-            guard.when_idle(store.idle)
-            guard.when_idle(store.recheck(session.id, keys, sizes))
+            session._when_idle(store, store.idle, store.recheck(session.id, keys, sizes))
         session._keys_this_call.extend(key for key in sorted(absent) if key not in failed)
         return frozenset(key for key in failed if not pending[key].startswith(CUT_PREFIX))
 
@@ -893,6 +891,8 @@ class Session:
         self._release = weakref.finalize(self, self._lease.end)
         self._hung_at_open = False
         self._readied = False
+        self._idle_after: list[tuple[DirStore, Callable[[], bool]]] = []
+        """Idle work a request asked for, handed to the worker as it returns (see :meth:`_when_idle`)."""
         if isinstance(self._store_arg, str) or self._store_arg is None:
             self._lease.guard = StoreGuard(_shown(self._store_arg))
             self._open(Deadline(self.policy.store_timeout))
@@ -1114,6 +1114,28 @@ class Session:
         if self._holder is not None:
             self._hold()  # renewed when due
 
+    def _when_idle(self, store: DirStore, *steps: Callable[[], bool]) -> None:
+        """Have the store's worker run ``steps`` between calls, asked for as the request returns.
+
+        Run while the request goes on, the steps (spare files made after a
+        cut, its keys checked again) took the interpreter's lock from it
+        between their system calls: the rest of a cutting request was
+        slower by about what they cost.
+        """
+        if getattr(self._local, "deadline", None) is None:
+            guard = self._guard_of(store)
+            for step in steps:
+                guard.when_idle(step)
+        else:
+            self._idle_after.extend((store, step) for step in steps)
+
+    def _idle_now(self) -> None:
+        """Hand the worker the idle work the call that is returning asked for."""
+        if self._idle_after:
+            steps, self._idle_after = self._idle_after, []
+            for store, step in steps:
+                self._guard_of(store).when_idle(step)
+
     def _ready_ahead(self) -> None:
         """Have the store's worker hold this session's directory, and make what a first cut makes,
         while no call waits, so that the first cut does not wait for it (see :meth:`_hold`).
@@ -1175,6 +1197,7 @@ class Session:
             yield
         finally:
             self._deadline = None
+            self._idle_now()
 
     # --- the pipeline ----------------------------------------------------------------
 
@@ -1218,6 +1241,7 @@ class Session:
             finally:
                 if not outer:
                     local.deadline = None
+                    self._idle_now()
 
     @contextlib.contextmanager
     def _arriving(self, now: float | None) -> Iterator[None]:
