@@ -170,9 +170,18 @@ _KNOWN: weakref.WeakKeyDictionary[Archive, _Known] = weakref.WeakKeyDictionary()
 
 
 def _known(archive: Archive) -> _Known:
+    # Kept on the archive itself where it can be (a weak mapping's lookup costs a request of an
+    # agent's next turn about a microsecond), else beside it.
+    found: _Known | None = getattr(archive, "_budget_known", None)
+    if found is not None:
+        return found
     found = _KNOWN.get(archive)
     if found is None:
-        found = _KNOWN[archive] = _Known()
+        found = _Known()
+        try:
+            archive._budget_known = found  # type: ignore[attr-defined]
+        except AttributeError:
+            _KNOWN[archive] = found
     return found
 
 

@@ -32,6 +32,7 @@ to the original that the request really offers, so it takes one of four forms
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -69,7 +70,13 @@ def is_recall_tool(name: str | None) -> bool:
     """Whether ``name`` is our recall tool: ``toolbudget_recall`` or an MCP server's ``recall`` of ours."""
     if not name:
         return False
-    return name == RECALL_TOOL or _MCP_RECALL.fullmatch(name) is not None
+    return name == RECALL_TOOL or _mcp_recall(name)
+
+
+@functools.lru_cache(maxsize=4096)
+def _mcp_recall(name: str) -> bool:
+    # Asked of every tool a request's new results answer: an agent has a few dozen names.
+    return _MCP_RECALL.fullmatch(name) is not None
 
 
 _UNSAFE = re.compile(r"[;\[\]\n\r]+")
