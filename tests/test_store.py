@@ -730,6 +730,29 @@ def test_dir_check_of_the_same_keys_in_an_unchanged_archive_is_two_stats(
     assert len(looked) == 7
 
 
+def test_dir_check_vouches_only_for_the_keys_and_sizes_it_was_asked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store, keys, sizes, results = _filled(tmp_path)
+    looked = _counting_sizes(store, monkeypatch)
+    _age(results, 5_000_000_001)
+    assert store.missing("s1", keys, sizes) == set()
+    assert store.missing("s1", list(keys), dict(sizes)) == set()  # equal, not the same objects
+    assert len(looked) == 1
+    assert store.missing("s1", keys[::-1], sizes) == set()  # other order: looked at again
+    assert store.missing("s1", keys, None) == set()
+    assert len(looked) == 3
+    asked = list(keys)
+    assert store.missing("s1", asked, sizes) == set()
+    asked.append(f"{777:032x}")  # the caller's own list, changed in place: not what was vouched for
+    assert store.missing("s1", asked, sizes) == {asked[-1]}
+    assert len(looked) == 5
+    # The same keys at another length (what a torn entry would be): looked at again, and missing.
+    assert store.missing("s1", keys, sizes) == set()
+    assert store.missing("s1", keys, {**sizes, keys[2]: sizes[keys[2]] + 1}) == {keys[2]}
+    assert len(looked) == 7
+
+
 def test_dir_check_of_a_closed_store_fails_even_when_nothing_changed(tmp_path: Path) -> None:
     store, keys, sizes, results = _filled(tmp_path, 3)
     _age(results, 5_000_000_001)

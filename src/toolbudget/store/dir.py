@@ -229,9 +229,12 @@ class DirStore(Store):
         self.fine = self.local and _fine_grained(str(self.root))
         """Whether a directory's time here moves on at every change, however close (see
         :func:`_fine_grained`): then a time read just now vouches at once."""
-        self._checked: dict[str, tuple[_Named, tuple[int, int, int, int]]] = {}
-        """Each session's keys a check last found all held, with the versions of its results
-        directory and record log read before that check (see :meth:`missing`)."""
+        self._checked: dict[str, tuple[list[str], dict[str, int] | None, tuple[int, int, int, int]]] = {}
+        """Each session's keys a check last found all held, with the sizes it was asked them at and
+        the versions of its results directory and record log read before that check (see
+        :meth:`missing`)."""
+        self._places: dict[str, tuple[str, str]] = {}
+        """Each session's results directory and record log, by session (see :meth:`_versions`)."""
         self.swept: list[str] = []
         """The session directories the sweep on opening removed."""
         if sweep:
@@ -796,17 +799,18 @@ class DirStore(Store):
         # The clock is read before the versions, and their time judged by it (as in the check).
         read_at = time.time_ns()
         versions = self._versions(session) if self.local else None
-        wanted = (tuple(keys), None if sizes is None else tuple(sizes.get(key) for key in keys))
         if versions is not None:
             last = self._checked.get(session)
-            if last is not None and last[1] == versions and last[0] == wanted:
+            # The keys and sizes compared as they came (in C): an agent's next request names the
+            # very keys the last one did. Sizes of other keys beside them only make it look again.
+            if last is not None and last[2] == versions and last[0] == keys and last[1] == sizes:
                 self._stamp_now_and_then(self._session_dir(session))
                 return set()
         absent = super().missing(session, keys, sizes)
         if versions is not None and not absent and self._vouches(versions[1], read_at):
             if len(self._checked) >= 4096:
                 self._checked.clear()  # a bound, not an index
-            self._checked[session] = (wanted, versions)
+            self._checked[session] = (list(keys), None if sizes is None else dict(sizes), versions)
         else:
             self._checked.pop(session, None)
         return absent
@@ -814,13 +818,19 @@ class DirStore(Store):
     def _versions(self, session: str) -> tuple[int, int, int, int] | None:
         """The results directory's inode and time and the record log's inode and length, or
         ``None`` when the directory cannot be read (absent: nothing to vouch for)."""
-        directory = self._session_dir(session)
+        places = self._places.get(session)
+        if places is None:
+            if len(self._places) >= 4096:
+                self._places.clear()  # a bound, not an index
+            directory = self._session_dir(session)
+            places = (os.path.join(directory, _RESULTS), os.path.join(directory, _RECORDS))
+            self._places[session] = places
         try:
-            results = os.stat(os.path.join(directory, _RESULTS))
+            results = os.stat(places[0])
         except OSError:
             return None
         try:
-            log = os.stat(os.path.join(directory, _RECORDS))
+            log = os.stat(places[1])
         except FileNotFoundError:
             return results.st_ino, results.st_mtime_ns, 0, -1  # no record yet
         except OSError:
@@ -1237,9 +1247,6 @@ def _regular(path: str) -> bool:
     except FileNotFoundError:
         return False
 
-
-_Named = tuple[tuple[str, ...], tuple[int | None, ...] | None]
-"""The keys a check named, and the length it took each to have (``None``: any)."""
 
 _FINE: dict[int, bool] = {}
 """Each file system's answer to :func:`_fine_grained`, by device."""
