@@ -1,10 +1,12 @@
 """A ``dir:`` session's directory is made ahead of its first cut, and removed at the end if it
-holds nothing.
+holds nothing; what a cut leaves for later is done between requests.
 
 Making a file was most of a first cut's cost (the directory, the holder,
 the record log, the results directory, the original: 0.5-0.7 ms each on the
 disk these tests were written on). The store's worker makes them once the
-session's first request has returned, while no call waits.
+session's first request has returned, while no call waits. After a cut it
+makes spares again and checks the request's keys again, so that the next
+request's check is two ``stat`` calls, all asked for as the request returns.
 """
 
 from __future__ import annotations
