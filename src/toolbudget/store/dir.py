@@ -77,7 +77,10 @@ one ``stat`` for the rest. A time is trusted only when it was already
 :data:`RACY_NS` old when read (a change within the same clock tick would
 otherwise leave it as it was), and two seconds old on a file system that
 keeps whole seconds. Only the time of a local file system is trusted (a
-network one's client may show another host's change late). An entry changed in
+network one's client may show another host's change late). A session's own
+write changes the time too, so after one the store's worker checks the
+session's keys again between requests (:meth:`DirStore.recheck`), and the
+next request finds the new time vouched for. An entry changed in
 place by another program, keeping its inode and its directory's time, is not
 looked at again by the process that found it; a new process sees its length.
 """
