@@ -101,19 +101,21 @@ BENCHES = {
     "schedule_bound.py": (),
     "cache.py": ("--no-headroom",),
     "loop.py": ("--no-headroom", "--sessions", "1", "--turns", "20"),
+    "loop.py apart": ("--no-headroom", "--sessions", "1", "--turns", "20", "--round-trips", "apart"),
 }
 
 
 @pytest.mark.shared
-@pytest.mark.parametrize("script", sorted(BENCHES))
+@pytest.mark.parametrize("case", sorted(BENCHES))
 def test_each_bench_measures_the_transcripts_it_is_given(
-    script: str, trajectories: Path, tmp_path: Path
+    case: str, trajectories: Path, tmp_path: Path
 ) -> None:
+    script = case.split(maxsplit=1)[0]
     own = next(trajectories.glob("swe-agent/tests/test_data/trajectories/*/*.traj"))
     out = tmp_path / "out.json"
     env = {**os.environ, "TOOLBUDGET_SHARED": str(tmp_path / "nowhere"), "PYTHONWARNINGS": "ignore"}
     done = subprocess.run(
-        [sys.executable, str(REPO / "bench" / script), *BENCHES[script], "--out", str(out), str(own)],
+        [sys.executable, str(REPO / "bench" / script), *BENCHES[case], "--out", str(out), str(own)],
         capture_output=True,
         text=True,
         env=env,
@@ -126,6 +128,8 @@ def test_each_bench_measures_the_transcripts_it_is_given(
     assert out.is_file()
     if script != "schedule_bound.py":  # it keeps only sessions with old results to compact
         assert str(own) in out.read_text(encoding="utf-8")
+    if case == "loop.py apart":
+        assert json.loads(out.read_text(encoding="utf-8"))["summary"]["round_trips"] == "apart"
     # With no file and no shared data, one line says both ways to give it sessions.
     missing = subprocess.run(
         [sys.executable, str(REPO / "bench" / script), "--out", str(out)],
