@@ -692,9 +692,8 @@ class DirStore(Store):
                     mtime = os.stat(results).st_mtime_ns
                 except OSError:
                     return False
-                margin = RACY_NS if mtime % 1_000_000_000 else 2_000_000_000 + RACY_NS
-                if mtime >= time.time_ns() - margin - 1_000_000:
-                    if margin > RACY_NS:
+                if not self._vouches(mtime, time.time_ns() - 1_000_000):
+                    if _racy_margin(mtime) > RACY_NS:
                         return False  # whole seconds: not worth two seconds of the worker
                     time.sleep(0.001)
                     return True
@@ -842,10 +841,7 @@ class DirStore(Store):
 
     def _vouches(self, mtime: int, read_at: int) -> bool:
         """Whether a directory time read at ``read_at`` tells every later change apart from it."""
-        if self.fine:
-            return True
-        margin = RACY_NS if mtime % 1_000_000_000 else 2_000_000_000 + RACY_NS
-        return mtime < read_at - margin
+        return self.fine or mtime < read_at - _racy_margin(mtime)
 
     def _missing(self, session: str, keys: list[str]) -> set[str]:
         held = self._sizes(session, keys)
@@ -905,8 +901,7 @@ class DirStore(Store):
             held = self._look(results, keys)
             self._found.pop(results, None)
             mtime = info.st_mtime_ns
-            margin = 0 if self.fine else RACY_NS if mtime % 1_000_000_000 else 2_000_000_000 + RACY_NS
-            if self.local and mtime < read_at - margin:
+            if self.local and mtime < read_at - (0 if self.fine else _racy_margin(mtime)):
                 if len(self._found) >= 256:
                     self._found.clear()  # a bound, not an index
                 self._found[results] = (version, dict(held))
@@ -1253,6 +1248,12 @@ def _regular(path: str) -> bool:
 
 _FINE: dict[int, bool] = {}
 """Each file system's answer to :func:`_fine_grained`, by device."""
+
+
+def _racy_margin(mtime: int) -> int:
+    """How old a directory time must be to vouch where times keep to the clock tick: past a tick,
+    or past two seconds for a time in whole seconds (a file system that keeps seconds)."""
+    return RACY_NS if mtime % 1_000_000_000 else 2_000_000_000 + RACY_NS
 
 
 def _fine_grained(root: str) -> bool:
