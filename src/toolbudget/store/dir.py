@@ -1098,9 +1098,14 @@ class DirStore(Store):
         take their content for ours. The sticky bit keeps a directory we own
         from being swapped after this check.
         """
-        with contextlib.suppress(FileExistsError):
-            os.mkdir(directory, 0o700)
-        info = os.lstat(directory)
+        # Looked at first: every write passes here twice, and a directory is there nearly
+        # always. Made only when it is not (a failed ``mkdir`` cost a raised error each time).
+        try:
+            info = os.lstat(directory)
+        except FileNotFoundError:
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(directory, 0o700)
+            info = os.lstat(directory)
         _refuse_foreign(directory, info)
         if stat.S_IMODE(info.st_mode) != 0o700:
             os.chmod(directory, 0o700)
