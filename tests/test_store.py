@@ -714,43 +714,71 @@ def test_dir_check_of_the_same_keys_in_an_unchanged_archive_is_two_stats(
     assert store.missing("s1", keys, sizes) == set()
     assert store.missing("s1", list(keys), sizes) == set()
     assert len(looked) == 1  # the first check looked; the next two found nothing changed
-    # Other keys, an original removed, a record appended: each looks again, and sees.
-    assert store.missing("s1", keys[:3], sizes) == set()
-    assert len(looked) == 2
+    assert store.missing("s1", keys[:3], sizes) == set()  # some of them: each was vouched for
+    assert len(looked) == 1
+    # An original removed, a record appended: each looks again, and sees.
     (results / f"{keys[5]}.txt").unlink()
     assert store.missing("s1", keys[:3], sizes) == set()
     assert store.missing("s1", keys, sizes) == {keys[5]}
     assert store.missing("s1", keys, sizes) == {keys[5]}  # a check that found one missing vouches for nothing
-    assert len(looked) == 5
+    assert len(looked) == 4
     store.put_many("s1", {keys[5]: b"back"})
     assert store.missing("s1", keys[:6], None) == set()
     other = DirStore(tmp_path)
     other.put_many("s1", {"ab" * 16: b"\x00toolbudget: another process's record"})
     assert store.missing("s1", keys[:6], None) == set()
-    assert len(looked) == 7
+    assert len(looked) == 6
 
 
 def test_dir_check_vouches_only_for_the_keys_and_sizes_it_was_asked(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """What a check looks at, in an unchanged archive, is exactly what no earlier check vouched
+    for: a key it did not find, or found at another size (or at none)."""
     store, keys, sizes, results = _filled(tmp_path)
     looked = _counting_sizes(store, monkeypatch)
     _age(results, 5_000_000_001)
     assert store.missing("s1", keys, sizes) == set()
+    assert looked == [keys]
     assert store.missing("s1", list(keys), dict(sizes)) == set()  # equal, not the same objects
-    assert len(looked) == 1
-    assert store.missing("s1", keys[::-1], sizes) == set()  # other order: looked at again
-    assert store.missing("s1", keys, None) == set()
-    assert len(looked) == 3
+    assert store.missing("s1", keys[::-1], sizes) == set()  # another order: each was vouched for
+    assert store.missing("s1", keys, None) == set()  # found at their sizes: held, whatever size
+    assert looked == [keys]
     asked = list(keys)
     assert store.missing("s1", asked, sizes) == set()
     asked.append(f"{777:032x}")  # the caller's own list, changed in place: not what was vouched for
     assert store.missing("s1", asked, sizes) == {asked[-1]}
-    assert len(looked) == 5
-    # The same keys at another length (what a torn entry would be): looked at again, and missing.
+    assert looked == [keys, [asked[-1]]]  # the new key alone
+    # The same keys at another length (what a torn entry would be): that one looked at, and missing.
     assert store.missing("s1", keys, sizes) == set()
+    assert looked[-1] == keys  # the missing key dropped the vouching: all looked at again
     assert store.missing("s1", keys, {**sizes, keys[2]: sizes[keys[2]] + 1}) == {keys[2]}
-    assert len(looked) == 7
+    assert looked[-1] == [keys[2]]
+    # Found without sizes, then asked with them: every size is looked at.
+    (results / f"{keys[2]}.txt").write_bytes(f"original {keys[2]}\n".encode() * 20)
+    _age(results, 5_000_000_001)
+    assert store.missing("s1", keys, None) == set()
+    assert store.missing("s1", keys, sizes) == set()
+    assert looked[-2:] == [keys, keys]
+
+
+def test_dir_check_of_keys_added_to_those_vouched_for_looks_at_the_new_ones_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A request that cuts names the last request's keys and its new ones: only those are looked
+    at while the archive is unchanged, and a change to it has every key looked at again."""
+    store, keys, sizes, results = _filled(tmp_path)
+    looked = _counting_sizes(store, monkeypatch)
+    _age(results, 5_000_000_001)
+    assert store.missing("s1", keys[:8], sizes) == set()
+    assert store.missing("s1", keys, sizes) == set()
+    assert looked == [keys[:8], keys[8:]]
+    new = f"{999:032x}"
+    assert store.missing("s1", [*keys, new], {**sizes, new: 5}) == {new}
+    assert looked[-1] == [new]
+    (results / f"{keys[0]}.txt").unlink()  # the archive changes: nothing is vouched for
+    assert store.missing("s1", keys, sizes) == {keys[0]}
+    assert looked[-1] == keys
 
 
 def test_dir_check_of_a_closed_store_fails_even_when_nothing_changed(tmp_path: Path) -> None:
