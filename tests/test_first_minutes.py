@@ -102,6 +102,7 @@ BENCHES = {
     "cache.py": ("--no-headroom",),
     "loop.py": ("--no-headroom", "--sessions", "1", "--turns", "20"),
     "loop.py apart": ("--no-headroom", "--sessions", "1", "--turns", "20", "--round-trips", "apart"),
+    "loop_floor.py": ("--sessions", "1", "--repeat", "1"),
 }
 
 
