@@ -180,6 +180,16 @@ def synthetic(conversation: Conversation, turns: int) -> Conversation:
     )
 
 
+def longest_sessions(convs: list[tuple[str, Conversation]], count: int) -> list[tuple[str, Conversation]]:
+    """The ``count`` longest of ``convs``: by requests, then by the bytes of the whole history."""
+
+    def size(item: tuple[str, Conversation]) -> tuple[int, int]:
+        c = item[1]
+        return sum(1 for _ in requests_of(c)), len(orjson.dumps(to_request(c, "anthropic")))
+
+    return sorted(convs, key=size, reverse=True)[:count]
+
+
 def best_round_trip(raw: bytes) -> float:
     best = float("inf")
     for _ in range(3):
@@ -557,11 +567,7 @@ def main() -> None:
     convs = conversations(args.paths)
     warm_up(policy)
 
-    def size(item: tuple[str, Conversation]) -> tuple[int, int]:
-        c = item[1]
-        return sum(1 for _ in requests_of(c)), len(orjson.dumps(to_request(c, "anthropic")))
-
-    longest = sorted(convs, key=size, reverse=True)[: args.sessions]
+    longest = longest_sessions(convs, args.sessions)
     cases = [(name, conversation, 1, args.repeat) for name, conversation in longest]
     base_name, base = longest[0]
     cases += [

@@ -33,12 +33,10 @@ from typing import Any
 import orjson
 
 from _shared import REPO, add_paths, conversations, p95, require_trajectories, store_scratch, write_result
-from loop import best_round_trip, request_bodies, settle, warm_up
+from loop import best_round_trip, longest_sessions, request_bodies, settle, warm_up
 from parse import load_tree
-from toolbudget import to_request
 from toolbudget.model import Conversation
 from toolbudget.policy import Policy
-from toolbudget.replay import requests_of
 from toolbudget.session import Session
 
 
@@ -106,11 +104,7 @@ def main() -> None:
     warm_up(Policy())
     warm_up(baseline.policy.Policy(), baseline.session.Session)
 
-    def size(item: tuple[str, Conversation]) -> tuple[int, int]:
-        c = item[1]
-        return sum(1 for _ in requests_of(c)), len(orjson.dumps(to_request(c, "anthropic")))
-
-    chosen = sorted(conversations(args.paths), key=size, reverse=True)[: args.sessions]
+    chosen = longest_sessions(conversations(args.paths), args.sessions)
     print(
         f"{'session':<44} {'reqs':>5} {'loop':>6} {'base':>6} {'p95':>6} {'base':>6} "
         f"{'base/this':>9} {'median':>7}"

@@ -57,14 +57,13 @@ from _shared import (
     store_scratch,
     write_result,
 )
-from loop import MODEL, best_round_trip, request_bodies, settle, warm_up
-from toolbudget import to_request, wire
+from loop import best_round_trip, longest_sessions, request_bodies, settle, warm_up
+from toolbudget import wire
 from toolbudget.incremental import fingerprint, head_of, opening, parse_entries
 from toolbudget.measure import message_chars
 from toolbudget.model import Conversation, Request
 from toolbudget.pairing import appends_validly, call_ids, check_request
 from toolbudget.policy import Policy
-from toolbudget.replay import requests_of
 from toolbudget.session import Session
 from toolbudget.store.dir import DirStore
 
@@ -187,11 +186,7 @@ def main() -> None:
     warm_up(policy)
     convs = conversations(args.paths)
 
-    def size(item: tuple[str, Conversation]) -> tuple[int, int]:
-        c = item[1]
-        return sum(1 for _ in requests_of(c)), len(orjson.dumps(to_request(c, "anthropic", model=MODEL)))
-
-    longest = sorted(convs, key=size, reverse=True)[: args.sessions]
+    longest = longest_sessions(convs, args.sessions)
     print(
         f"{'session':<44} {'reqs':>4} {'loop floor':>10} {'loop manage':>11} {'p95 floor':>9} "
         f"{'p95 manage':>10} {'trip us':>7} {'floor us':>8} {'manage us':>9}"

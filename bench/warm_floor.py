@@ -50,13 +50,11 @@ from typing import Any
 import orjson
 
 from _shared import REPO, add_paths, conversations, p95, require_trajectories, store_scratch
-from loop import LARGE, MODEL, best_round_trip, request_bodies, warm_up
-from toolbudget import to_request
+from loop import LARGE, best_round_trip, longest_sessions, request_bodies, warm_up
 from toolbudget.incremental import Prefix, entries_after, parse_entries
 from toolbudget.model import Conversation, Request
 from toolbudget.pairing import appends_validly
 from toolbudget.policy import Policy
-from toolbudget.replay import requests_of
 from toolbudget.session import Report, Session
 from toolbudget.store._recordlog import MARK
 from toolbudget.store.dir import DirStore
@@ -169,11 +167,7 @@ def main() -> None:
     warm_up(policy)
     convs = conversations(args.paths)
 
-    def size(item: tuple[str, Conversation]) -> tuple[int, int]:
-        c = item[1]
-        return sum(1 for _ in requests_of(c)), len(orjson.dumps(to_request(c, "anthropic", model=MODEL)))
-
-    longest = sorted(convs, key=size, reverse=True)[: args.sessions]
+    longest = longest_sessions(convs, args.sessions)
     print(
         f"{'session':<40} {'reqs':>4} {'trip us':>8} {'floor us':>8} {'manage us':>9} "
         f"{'p95 floor':>9} {'p95 +prefix':>11} {'p95 manage':>10} {'p95 manage L':>12}"
