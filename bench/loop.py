@@ -190,6 +190,15 @@ def longest_sessions(convs: list[tuple[str, Conversation]], count: int) -> list[
     return sorted(convs, key=size, reverse=True)[:count]
 
 
+def warmed_sessions(args: argparse.Namespace) -> tuple[Policy, list[tuple[str, Conversation]]]:
+    """What a floor benchmark starts from, once its arguments are read: the sessions required, a
+    policy warmed up (:func:`warm_up`), and the ``--sessions`` longest of ``args.paths``."""
+    require_trajectories(args.paths)
+    policy = Policy()
+    warm_up(policy)
+    return policy, longest_sessions(conversations(args.paths), args.sessions)
+
+
 def best_round_trip(raw: bytes) -> float:
     best = float("inf")
     for _ in range(3):

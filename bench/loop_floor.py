@@ -50,14 +50,12 @@ import orjson
 from _shared import (
     REPO,
     add_paths,
-    conversations,
     json_round_trip,
     p95,
-    require_trajectories,
     store_scratch,
     write_result,
 )
-from loop import best_round_trip, longest_sessions, request_bodies, settle, warm_up
+from loop import best_round_trip, request_bodies, settle, warmed_sessions
 from toolbudget import wire
 from toolbudget.incremental import fingerprint, head_of, opening, parse_entries
 from toolbudget.measure import message_chars
@@ -181,12 +179,7 @@ def main() -> None:
     parser.add_argument("--out", default=str(REPO / "bench" / "results" / "loop_floor.json"))
     add_paths(parser)
     args = parser.parse_args()
-    require_trajectories(args.paths)
-    policy = Policy()
-    warm_up(policy)
-    convs = conversations(args.paths)
-
-    longest = longest_sessions(convs, args.sessions)
+    policy, longest = warmed_sessions(args)
     print(
         f"{'session':<44} {'reqs':>4} {'loop floor':>10} {'loop manage':>11} {'p95 floor':>9} "
         f"{'p95 manage':>10} {'trip us':>7} {'floor us':>8} {'manage us':>9}"

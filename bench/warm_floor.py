@@ -49,8 +49,8 @@ from typing import Any
 
 import orjson
 
-from _shared import REPO, add_paths, conversations, p95, require_trajectories, store_scratch
-from loop import LARGE, best_round_trip, longest_sessions, request_bodies, warm_up
+from _shared import REPO, add_paths, p95, store_scratch
+from loop import LARGE, best_round_trip, request_bodies, warmed_sessions
 from toolbudget.incremental import Prefix, entries_after, parse_entries
 from toolbudget.model import Conversation, Request
 from toolbudget.pairing import appends_validly
@@ -162,12 +162,7 @@ def main() -> None:
     parser.add_argument("--out", default=str(REPO / "bench" / "results" / "warm_floor.json"))
     add_paths(parser)
     args = parser.parse_args()
-    require_trajectories(args.paths)
-    policy = Policy()
-    warm_up(policy)
-    convs = conversations(args.paths)
-
-    longest = longest_sessions(convs, args.sessions)
+    policy, longest = warmed_sessions(args)
     print(
         f"{'session':<40} {'reqs':>4} {'trip us':>8} {'floor us':>8} {'manage us':>9} "
         f"{'p95 floor':>9} {'p95 +prefix':>11} {'p95 manage':>10} {'p95 manage L':>12}"
