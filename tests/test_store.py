@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 from hypothesis import given
@@ -779,6 +779,30 @@ def test_dir_check_of_keys_added_to_those_vouched_for_looks_at_the_new_ones_alon
     (results / f"{keys[0]}.txt").unlink()  # the archive changes: nothing is vouched for
     assert store.missing("s1", keys, sizes) == {keys[0]}
     assert looked[-1] == keys
+
+
+def test_dir_check_vouches_for_no_record_the_store_forgot_since(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Forgetting a torn record changes neither the log's inode nor its length: a check made
+    after it (another thread's check forgot it) looks again, and finds the record gone."""
+    store, keys, _sizes, results = _filled(tmp_path, 3)
+    store.put_many("s1", {OTHER: b"\x00toolbudget: a record"})
+    asked = [*keys, OTHER]
+    _age(results, 5_000_000_001)
+    assert store.missing("s1", asked, None) == set()
+    store._discard("s1", [OTHER])
+    assert store.missing("s1", asked, None) == {OTHER}
+    assert store.missing("s1", keys, None) == set()
+
+
+def test_dir_check_tells_a_size_given_as_none_from_no_size(tmp_path: Path) -> None:
+    """A key vouched for without a size, asked about again with ``None`` for one, is looked at,
+    as the check of every other store looks at it (and finds it torn)."""
+    store, keys, _sizes, results = _filled(tmp_path, 3)
+    _age(results, 5_000_000_001)
+    assert store.missing("s1", keys, {}) == set()
+    assert store.missing("s1", keys, cast(dict[str, int], {keys[0]: None})) == {keys[0]}
 
 
 def test_dir_check_of_a_closed_store_fails_even_when_nothing_changed(tmp_path: Path) -> None:

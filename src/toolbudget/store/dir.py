@@ -232,10 +232,13 @@ class DirStore(Store):
         self.fine = self.local and _fine_grained(str(self.root))
         """Whether a directory's time here moves on at every change, however close (see
         :func:`_fine_grained`): then a time read just now vouches at once."""
-        self._checked: dict[str, tuple[list[str], dict[str, int] | None, tuple[int, int, int, int]]] = {}
+        self._checked: dict[str, tuple[list[str], dict[str, int] | None, tuple[int, int, int, int, int]]] = {}
         """Each session's keys a check last found all held, with the sizes it was asked them at and
         the versions of its results directory and record log read before that check (see
         :meth:`missing`)."""
+        self._forgotten = 0
+        """How many times this store forgot a logged record (a torn one, :meth:`_discard`): that
+        changes neither the log's inode nor its length, so the versions count it too."""
         self._places: dict[str, tuple[str, str]] = {}
         """Each session's results directory and record log, by session (see :meth:`_versions`)."""
         self.swept: list[str] = []
@@ -829,9 +832,12 @@ class DirStore(Store):
             self._checked.pop(session, None)
         return absent
 
-    def _versions(self, session: str) -> tuple[int, int, int, int] | None:
-        """The results directory's inode and time and the record log's inode and length, or
-        ``None`` when the directory cannot be read (absent: nothing to vouch for)."""
+    def _versions(self, session: str) -> tuple[int, int, int, int, int] | None:
+        """The results directory's inode and time, the record log's inode and length, and how many
+        records this store has forgotten; ``None`` when the directory cannot be read (absent:
+        nothing to vouch for). The count is read first: a record forgotten while a check looks
+        (another thread's) leaves that check's versions behind the next ones."""
+        forgotten = self._forgotten
         places = self._places.get(session)
         if places is None:
             if len(self._places) >= 4096:
@@ -846,10 +852,10 @@ class DirStore(Store):
         try:
             log = os.stat(places[1])
         except FileNotFoundError:
-            return results.st_ino, results.st_mtime_ns, 0, -1  # no record yet
+            return results.st_ino, results.st_mtime_ns, 0, -1, forgotten  # no record yet
         except OSError:
             return None
-        return results.st_ino, results.st_mtime_ns, log.st_ino, log.st_size
+        return results.st_ino, results.st_mtime_ns, log.st_ino, log.st_size, forgotten
 
     def _vouches(self, mtime: int, read_at: int) -> bool:
         """Whether a directory time read at ``read_at`` tells every later change apart from it."""
@@ -975,6 +981,7 @@ class DirStore(Store):
         if directory is None:
             return
         # A logged record is never torn (its frame checks out); one named here is taken for absent.
+        self._forgotten += 1  # before: a check that looks meanwhile vouches for nothing after it
         self._log(directory).forget(keys)
         results = os.path.join(directory, _RESULTS)
         known = self._lengths.get(results, {})
@@ -1327,6 +1334,10 @@ def _uid(info: os.stat_result) -> int:
     return getuid() if getuid is not None else info.st_uid
 
 
+_NO_SIZE = object()
+"""A key asked about without a size: told apart from any value a size may be given as."""
+
+
 def _unvouched(
     keys: list[str],
     sizes: Mapping[str, int] | None,
@@ -1341,7 +1352,11 @@ def _unvouched(
         return [key for key in keys if key not in known]
     if vouched_sizes is None:
         return list(keys)
-    return [key for key in keys if key not in known or sizes.get(key) != vouched_sizes.get(key)]
+    return [
+        key
+        for key in keys
+        if key not in known or sizes.get(key, _NO_SIZE) != vouched_sizes.get(key, _NO_SIZE)
+    ]
 
 
 def _refuse_foreign(directory: str, info: os.stat_result) -> None:
