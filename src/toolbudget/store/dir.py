@@ -873,7 +873,9 @@ class DirStore(Store):
         past a few keys the directory is listed once, and a file's length is
         looked up only the first time this store sees its inode: an entry is
         never written in place (it appears whole, by a link), so a name with
-        the same inode has the same bytes. What a power loss tears, a new
+        the same inode has the same bytes (a file removed and made again by
+        hand, with other bytes, may land on the same inode number: a hand edit
+        of the archive is not told). What a power loss tears, a new
         process (with nothing remembered) finds by its length. A directory
         that has not changed since a check found keys there is not listed
         again (see the module docstring).
