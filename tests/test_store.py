@@ -781,9 +781,7 @@ def test_dir_check_of_keys_added_to_those_vouched_for_looks_at_the_new_ones_alon
     assert looked[-1] == keys
 
 
-def test_dir_check_vouches_for_no_record_the_store_forgot_since(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_dir_check_vouches_for_no_record_the_store_forgot_since(tmp_path: Path) -> None:
     """Forgetting a torn record changes neither the log's inode nor its length: a check made
     after it (another thread's check forgot it) looks again, and finds the record gone."""
     store, keys, _sizes, results = _filled(tmp_path, 3)

@@ -812,13 +812,11 @@ class DirStore(Store):
             last = self._checked.get(session)
             if last is not None and last[2] == versions:
                 # The keys and sizes compared as they came (in C): an agent's next request names
-                # the very keys the last one did.
-                if last[0] == keys and last[1] == sizes:
-                    self._stamp_now_and_then(self._session_dir(session))
-                    return set()
-                # A request that cuts names them and its new keys: only those are looked at (a
-                # key vouched for with another size, or with none, is looked at again).
-                look = _unvouched(keys, sizes, last[0], last[1])
+                # the very keys the last one did. A request that cuts names them and its new keys:
+                # only those are looked at (a key vouched for with another size, or with none, is
+                # looked at again).
+                same = last[0] == keys and last[1] == sizes
+                look = [] if same else _unvouched(keys, sizes, last[0], last[1])
                 if not look:
                     # What was vouched for stays so (a check without sizes takes none away).
                     self._stamp_now_and_then(self._session_dir(session))
