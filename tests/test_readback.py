@@ -77,18 +77,24 @@ class Counting(DirStore):
 
 
 class Made:
-    """Counts the previews and summaries made (not found in a memo)."""
+    """Counts the previews and summaries the requests made (not found in a memo).
+
+    Only on the caller's thread: once a request has returned, the store's
+    worker makes what a later event will make (:mod:`toolbudget.ahead`), as
+    soon or as late as it gets to it.
+    """
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.count = 0
         preview, summarize = getattr(budget, "make_preview"), getattr(budget, "summarize_result")  # noqa: B009
+        caller = threading.main_thread()
 
         def counted_preview(*args: Any, **kwargs: Any) -> Any:
-            self.count += 1
+            self.count += threading.current_thread() is caller
             return preview(*args, **kwargs)
 
         def counted_summary(*args: Any, **kwargs: Any) -> Any:
-            self.count += 1
+            self.count += threading.current_thread() is caller
             return summarize(*args, **kwargs)
 
         monkeypatch.setattr(budget, "make_preview", counted_preview)

@@ -164,6 +164,9 @@ class _Known:
     """Result texts without a marker: their own text, whatever this session sends later."""
     quoted: set[str] = field(default_factory=set)
     """Texts with a marker that were never sent as cuts (until this session sends one as a cut)."""
+    unrecorded: dict[tuple[object, ...], tuple[str, Preview]] = field(default_factory=dict)
+    """Previews and summaries made ahead (:func:`make_ahead`), by memo key, with the inputs their
+    record is kept under: the request that first sends one keeps its record."""
 
 
 _KNOWN: weakref.WeakKeyDictionary[Archive, _Known] = weakref.WeakKeyDictionary()
@@ -586,7 +589,6 @@ class _Cutter:
         memo = self.archive.memo if self.archive is not None and key is not None else None
         stderr_limit = self.policy.error_max_chars if reason == "result_cap" else None
         compacting = reason == COMPACT_PREVIEW
-        ratio = self.policy.microcompact_head_ratio if compacting else self.policy.head_ratio
         memo_key = (key or "", limit, slot.result.is_error, stderr_limit is not None, compacting, self.route)
         made = memo.get(memo_key) if memo is not None else None
         inputs = None
@@ -599,25 +601,65 @@ class _Cutter:
             made = self.read_back([name])[name]
             if made is not None:
                 memo[memo_key] = made
+        elif memo is not None and self.known is not None and self.known.unrecorded:
+            self._keep_ahead_made(memo_key)
         if made is None:
-
-            def mark(omitted: int, detail: str) -> str:
-                return marker_line(omitted, len(original), key=key, path=path, detail=detail, tool=self.route)
-
-            made = make_preview(
-                original,
-                limit,
-                marker=mark,
-                head_ratio=ratio,
-                is_error=slot.result.is_error,
-                stderr_limit=stderr_limit,
-            )
+            made = self._made_preview(original, key, path, limit, slot.result.is_error, reason)
             if memo is not None:
                 memo[memo_key] = made
                 self._keep_made(
                     inputs or self.preview_inputs(key or "", path, limit, slot.result.is_error, reason), made
                 )
         self._set(slot, made.text, made.kind, key, reason)
+
+    def _made_preview(
+        self, original: str, key: str | None, path: str | None, limit: int, is_error: bool, reason: str
+    ) -> Preview:
+        """The preview :meth:`preview` makes of ``original`` (archived under ``key`` at ``path``)."""
+
+        def mark(omitted: int, detail: str) -> str:
+            return marker_line(omitted, len(original), key=key, path=path, detail=detail, tool=self.route)
+
+        compacting = reason == COMPACT_PREVIEW
+        return make_preview(
+            original,
+            limit,
+            marker=mark,
+            head_ratio=self.policy.microcompact_head_ratio if compacting else self.policy.head_ratio,
+            is_error=is_error,
+            stderr_limit=self.policy.error_max_chars if reason == "result_cap" else None,
+        )
+
+    def _made_summary(
+        self,
+        tool: str | None,
+        call: ToolCall | None,
+        original: str,
+        is_error: bool,
+        key: str | None,
+        path: str | None,
+    ) -> tuple[str, Preview]:
+        """The text :meth:`summarize` sends for ``original``, and what its record keeps."""
+        summary = summarize_result(tool, call, original, is_error=is_error)
+        kept = sum(len(line) + 1 for line in summary.errors)
+        line = marker_line(
+            max(0, len(original) - kept),
+            len(original),
+            key=key,
+            path=path,
+            detail=summary.detail,
+            tool=self.route,
+        )
+        text = "\n".join([line, *summary.errors])
+        return text, Preview(text, "summary", max(0, len(original) - kept), summary.detail)
+
+    def _keep_ahead_made(self, memo_key: tuple[object, ...]) -> None:
+        """The record of a preview or summary made ahead (:func:`make_ahead`), kept by the request
+        that first sends it, as it would have been had that request made it."""
+        assert self.known is not None
+        found = self.known.unrecorded.pop(memo_key, None)
+        if found is not None:
+            self._keep_made(*found)
 
     def name_of(self, inputs: str) -> str:
         """The name of the record of what ``inputs`` make (see :mod:`toolbudget.readback`)."""
@@ -651,21 +693,12 @@ class _Cutter:
         memo = self.known.summaries if self.known is not None and key is not None else None
         text = memo.get(memo_key) if memo is not None else None
         if text is None:
-            summary = summarize_result(slot.tool, slot.call, original, is_error=slot.result.is_error)
-            kept = sum(len(line) + 1 for line in summary.errors)
-            line = marker_line(
-                max(0, len(original) - kept),
-                len(original),
-                key=key,
-                path=path,
-                detail=summary.detail,
-                tool=self.route,
-            )
-            text = "\n".join([line, *summary.errors])
+            text, made = self._made_summary(slot.tool, slot.call, original, slot.result.is_error, key, path)
             if memo is not None:
                 memo[memo_key] = text
-                made = Preview(text, "summary", max(0, len(original) - kept), summary.detail)
                 self._keep_made(self.summary_inputs(key or "", path, slot), made)
+        elif self.known is not None and self.known.unrecorded:
+            self._keep_ahead_made(memo_key)
         if len(text) < len(slot.current):
             self._set(slot, text, "summary", key, COMPACT_SUMMARY)
 
@@ -714,6 +747,47 @@ class _Cutter:
         except StoreError:
             return
         self.form_keys.add(key)
+
+
+def make_ahead(
+    archive: Archive, policy: Policy, request: Request, results: Iterable[tuple[str, ToolResult, ToolCall]]
+) -> None:
+    """Make, between requests, what a compaction event will make of each of ``results`` (a text
+    sent whole, its result and its call, in ``request``): its key, its head-and-tail preview and its
+    one-line summary, into the memos the event's cutter looks in.
+
+    Nearly every request that cuts is such an event, and making these was
+    most of its time, though each result arrived turns before. What is made
+    here is what the event would make (the same functions of the same
+    inputs), so the bytes sent are the same whether it ran or not. Nothing is
+    archived: the event keeps the original, and the record of what it sends,
+    in its own batch, checked before the request goes out as always.
+    """
+    cutter = _Cutter(policy, archive, lambda exc: None, recall_route(request))
+    known = cutter.known
+    assert known is not None
+    memo = archive.memo
+    limit = policy.microcompact_head_chars + policy.microcompact_tail_chars + MARKER_ROOM
+    for text, result, call in results:
+        if text in known.stored:
+            continue  # archived, or made ahead, already
+        key = archive.key_for(text)
+        path = archive.path_of(key)
+        is_error = result.is_error
+        if len(text) > limit:
+            memo_key = (key, limit, is_error, False, True, cutter.route)
+            if memo_key not in memo:
+                made = cutter._made_preview(text, key, path, limit, is_error, COMPACT_PREVIEW)
+                inputs = cutter.preview_inputs(key, path, limit, is_error, COMPACT_PREVIEW)
+                known.unrecorded[memo_key] = (inputs, made)
+                memo[memo_key] = made
+        summary_key = (key, call.name, cutter.key_argument(call), is_error, cutter.route)
+        if summary_key not in known.summaries:
+            line, summary = cutter._made_summary(call.name, call, text, is_error, key, path)
+            inputs = summary_inputs(cutter.policy_digest, key, path, call.name, call, is_error, cutter.route)
+            known.unrecorded[summary_key] = (inputs, summary)
+            known.summaries[summary_key] = line
+        known.stored[text] = (key, path)
 
 
 COMPACT_PREVIEW = "compaction_preview"

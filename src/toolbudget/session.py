@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from . import wire
+from . import ahead, wire
 from ._fastinit import fast_init
 from .budget import (
     CUT_PREFIX,
@@ -891,7 +891,7 @@ class Session:
         self._release = weakref.finalize(self, self._lease.end)
         self._hung_at_open = False
         self._readied = False
-        self._idle_after: list[tuple[DirStore, Callable[[], bool]]] = []
+        self._idle_after: list[tuple[Store, Callable[[], bool]]] = []
         """Idle work a request asked for, handed to the worker as it returns (see :meth:`_when_idle`)."""
         if isinstance(self._store_arg, str) or self._store_arg is None:
             self._lease.guard = StoreGuard(_shown(self._store_arg))
@@ -1114,7 +1114,7 @@ class Session:
         if self._holder is not None:
             self._hold()  # renewed when due
 
-    def _when_idle(self, store: DirStore, *steps: Callable[[], bool]) -> None:
+    def _when_idle(self, store: Store, *steps: Callable[[], bool]) -> None:
         """Have the store's worker run ``steps`` between calls, asked for as the request returns.
 
         Run while the request goes on, the steps (spare files made after a
@@ -1434,6 +1434,9 @@ class Session:
             self._notify(report)
         else:
             fixed, report, budgeted, valid, noted, sizes, trace = self._run(request)
+            # The results as they came, less those cut now (the whole pipeline may have moved
+            # messages: a repair, a fold).
+            self._make_ahead(request, request.messages, request.messages, frozenset(noted.values()))
             out = None if fixed is request else in_order_of(parsed, wire.render(fixed))
             self._prefix = None
             if valid and budgeted is not None and budgeted.trail is not None and self.token_counter is None:
@@ -1646,7 +1649,27 @@ class Session:
         trace = None if fixed is request else _traced(None, request, fixed, budgeted)
         out = self._answered(body, parsed, request, fixed, out, report, trace)
         self.last_report = report
+        self._make_ahead(request, new, fixed.messages[-len(new) :])
         return self._managed(body, request, fixed, out, report, trace)
+
+    def _make_ahead(
+        self,
+        request: Request,
+        new: Sequence[Message],
+        sent: Sequence[Message],
+        cut: frozenset[str] = frozenset(),
+    ) -> None:
+        """Have the store's worker make, once this request has returned, what a later compaction
+        event will make of the results among ``new`` (see :mod:`toolbudget.ahead`)."""
+        policy = self.policy
+        store = self._store
+        if policy.compaction == "off" or self._closed or self._store_error is not None:
+            return
+        if store is None or isinstance(store, MemoryStore):
+            return  # a store without a worker: an event makes them, as before
+        found = ahead.candidates(new, sent, policy.microcompact_min_chars, cut)
+        if found:
+            self._when_idle(store, ahead.step(self.archive, policy, request, found))
 
     def _still_held(self, report: Report) -> bool:
         """Whether the store still holds every key the last answer's markers name (one round trip)."""

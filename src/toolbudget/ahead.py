@@ -1,0 +1,75 @@
+"""What a compaction event will make, made between requests.
+
+Nearly every request of a session that cuts anything is a compaction event:
+a few results the agent has moved past go from their full text to a
+head-and-tail preview or a one-line summary. Making those (finding the kind
+of output, its error lines, its hunks, rows or records) was most of such a
+request's time, though every one of those results had arrived turns before.
+
+So once a request has returned, the store's worker, while no call waits,
+makes the key, the preview and the summary of each result that a later event
+may cut (:func:`toolbudget.budget.make_ahead`): one sent whole, longer than
+``microcompact_min_chars``, that is not itself a cut sent back. The event
+then finds them made, as a warm session finds any preview it made before.
+They are the same functions of the same inputs, so what is sent is the same
+bytes whether the worker ran or not; nothing is written to the store ahead
+(an original is archived, and checked, by the request whose marker names it).
+
+An agent's next request comes seconds after the last one returned, so this
+runs while the caller waits for its model; a caller that sends requests back
+to back finds less of it done, never a different answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from .budget import Archive, make_ahead, result_text
+from .model import Message, Request, ToolCall, ToolResult
+from .policy import Policy
+
+__all__ = ["candidates", "step"]
+
+
+def candidates(
+    new: Sequence[Message], sent: Sequence[Message], least: int, cut: frozenset[str] = frozenset()
+) -> list[tuple[str, ToolResult, ToolCall]]:
+    """The results among ``new`` that a later event may cut, each with its text and its call.
+
+    ``sent`` are the same messages as managed: a result counts only where it
+    went out as it came (the same part), is longer than ``least`` characters
+    and is not among ``cut`` (texts cut in this request). Its call is one of
+    ``new`` (a result of an earlier call is left to the event).
+    """
+    calls: dict[str, ToolCall] = {}
+    found: list[tuple[str, ToolResult, ToolCall]] = []
+    for message, out in zip(new, sent, strict=False):
+        if message.role == "assistant":
+            for part in message.parts:
+                if isinstance(part, ToolCall) and part.id is not None:
+                    calls[part.id] = part
+            continue
+        if out is not message and len(out.parts) != len(message.parts):
+            continue
+        for part, went in zip(message.parts, out.parts, strict=True):
+            if part is not went or not isinstance(part, ToolResult) or part.call_id is None:
+                continue
+            call = calls.get(part.call_id)
+            text = result_text(part) if call is not None else None
+            # A text holding a marker may be a cut sent back: the event reads its original.
+            if call is not None and text is not None and len(text) > least and text not in cut:
+                if "[toolbudget: " not in text:
+                    found.append((text, part, call))
+    return found
+
+
+def step(
+    archive: Archive, policy: Policy, request: Request, results: list[tuple[str, ToolResult, ToolCall]]
+) -> Callable[[], bool]:
+    """The idle step (see :meth:`~toolbudget.store.guard.StoreGuard.when_idle`) that makes them."""
+
+    def run() -> bool:
+        make_ahead(archive, policy, request, results)
+        return False
+
+    return run

@@ -1,0 +1,89 @@
+"""What a compaction event will make is made between requests, by the store's worker.
+
+Each request's results that a later event may cut get their key, preview and
+summary made once the request has returned (:mod:`toolbudget.ahead`), so the
+event finds them made. These tests hold the three things that make that safe:
+the event then makes none of them on the caller's thread; every request sends
+the same bytes as a session whose worker made nothing ahead; and nothing is
+archived ahead (an original is kept by the request whose marker names it).
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from test_archive_lifetime import history, outputs
+from test_readback import Made
+from toolbudget import ahead
+from toolbudget.policy import Policy
+from toolbudget.session import Session
+
+# Every request compacts the results two turns old: each request from the third on is an event.
+POLICY = Policy(compaction="eager", tool_caps={})
+
+
+def _requests(count: int) -> list[dict[str, Any]]:
+    outs = outputs(count, size=6000)
+    return [history(outs[:n]) for n in range(1, count + 1)]
+
+
+def _loop(root: Path, requests: list[dict[str, Any]], made: Made) -> tuple[list[bytes], list[int]]:
+    """Each request's managed bytes, and how many previews and summaries each made itself."""
+    sent: list[bytes] = []
+    counts: list[int] = []
+    with Session("ahead-made", store=f"dir:{root}", policy=POLICY) as session:
+        for body in requests:
+            assert session.settle(10.0)  # the seconds an agent waits for its model
+            made.count = 0
+            managed = session.manage(orjson.loads(orjson.dumps(body)), "anthropic")
+            sent.append(orjson.dumps(managed.body))
+            counts.append(made.count)
+    return sent, counts
+
+
+def test_an_event_finds_made_what_it_cuts_and_sends_the_same_bytes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    requests = _requests(8)
+    made = Made(monkeypatch)
+    sent, counts = _loop(tmp_path, requests, made)
+    shutil.rmtree(tmp_path / "toolbudget-ahead-made")
+
+    # The same session, store and id with nothing made ahead.
+    monkeypatch.setattr(ahead, "candidates", lambda *args, **kwargs: [])
+    without, counts_without = _loop(tmp_path, requests, made)
+
+    assert sent == without  # request by request, byte for byte
+    assert sum(counts_without) > 0  # the events made their previews and summaries themselves
+    assert counts[2:] == [0] * len(counts[2:])  # here every one was made before its event came
+    assert any(b"[toolbudget: " in body for body in sent)  # the events did cut
+
+
+def test_nothing_is_archived_ahead(tmp_path: Path) -> None:
+    """Until a marker names it, an original is not in the store: made ahead means made in memory."""
+    requests = _requests(2)
+    with Session("ahead-none", store=f"dir:{tmp_path}", policy=POLICY) as session:
+        for body in requests:
+            managed = session.manage(body, "anthropic")
+            assert session.settle(10.0)
+            assert not managed.report.cuts
+        assert not list((tmp_path / "toolbudget-ahead-none" / "tool-results").glob("*.txt"))
+
+
+def test_a_fresh_session_reads_back_the_records_of_what_was_made_ahead(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The request that first sends a preview made ahead keeps its record, as if it had made it."""
+    requests = _requests(8)
+    made = Made(monkeypatch)
+    sent, _ = _loop(tmp_path, requests, made)
+    made.count = 0
+    with Session("ahead-made", store=f"dir:{tmp_path}", policy=POLICY) as fresh:
+        again = orjson.dumps(fresh.manage(orjson.loads(orjson.dumps(requests[-1])), "anthropic").body)
+    assert again == sent[-1]
+    assert made.count == 0  # every preview and summary it sends was read back
