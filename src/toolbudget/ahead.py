@@ -8,8 +8,9 @@ request's time, though every one of those results had arrived turns before.
 
 So once a request has returned, the store's worker, while no call waits,
 makes the key, the preview and the summary of each result that a later event
-may cut (:func:`toolbudget.budget.make_ahead`): one sent whole, longer than
-``microcompact_min_chars``, that is not itself a cut sent back. The event
+may compact (:func:`toolbudget.budget.make_ahead`): one longer than
+``microcompact_min_chars`` that is not itself a cut sent back, whether it
+went out whole or was cut at its cap. The event
 then finds them made, as a warm session finds any preview it made before.
 They are the same functions of the same inputs, so what is sent is the same
 bytes whether the worker ran or not; nothing is written to the store ahead
@@ -31,33 +32,27 @@ from .policy import Policy
 __all__ = ["candidates", "step"]
 
 
-def candidates(
-    new: Sequence[Message], sent: Sequence[Message], least: int, cut: frozenset[str] = frozenset()
-) -> list[tuple[str, ToolResult, ToolCall]]:
-    """The results among ``new`` that a later event may cut, each with its text and its call.
+def candidates(new: Sequence[Message], least: int) -> list[tuple[str, ToolResult, ToolCall]]:
+    """The results among ``new`` that a later event may compact, each with its text and its call.
 
-    ``sent`` are the same messages as managed: a result counts only where it
-    went out as it came (the same part), is longer than ``least`` characters
-    and is not among ``cut`` (texts cut in this request). Its call is one of
-    ``new`` (a result of an earlier call is left to the event).
+    A result counts when it is longer than ``least`` characters and holds no
+    marker (a cut sent back is the event's to read); one cut as it came (over
+    its cap) counts too, since an event makes its compaction forms from its
+    original. Its call is one of ``new`` (a result of an earlier call is left
+    to the event).
     """
     calls: dict[str, ToolCall] = {}
     found: list[tuple[str, ToolResult, ToolCall]] = []
-    for message, out in zip(new, sent, strict=False):
-        if message.role == "assistant":
-            for part in message.parts:
-                if isinstance(part, ToolCall) and part.id is not None:
+    for message in new:
+        for part in message.parts:
+            if isinstance(part, ToolCall):
+                if part.id is not None:
                     calls[part.id] = part
-            continue
-        if out is not message and len(out.parts) != len(message.parts):
-            continue
-        for part, went in zip(message.parts, out.parts, strict=True):
-            if part is not went or not isinstance(part, ToolResult) or part.call_id is None:
-                continue
-            call = calls.get(part.call_id)
-            text = result_text(part) if call is not None else None
-            # A text holding a marker may be a cut sent back: the event reads its original.
-            if call is not None and text is not None and len(text) > least and text not in cut:
+            elif isinstance(part, ToolResult) and part.call_id is not None:
+                call = calls.get(part.call_id)
+                text = result_text(part) if call is not None else None
+                if call is None or text is None or len(text) <= least:
+                    continue
                 if "[toolbudget: " not in text:
                     found.append((text, part, call))
     return found

@@ -769,10 +769,14 @@ def make_ahead(
     memo = archive.memo
     limit = policy.microcompact_head_chars + policy.microcompact_tail_chars + MARKER_ROOM
     for text, result, call in results:
-        if text in known.stored:
-            continue  # archived, or made ahead, already
-        key = archive.key_for(text)
-        path = archive.path_of(key)
+        stored = known.stored.get(text)
+        if stored is None:
+            key = archive.key_for(text)
+            path = archive.path_of(key)
+            # Its key, worked out: the event names it to the archive, which checks the store holds it.
+            known.stored[text] = (key, path)
+        else:
+            key, path = stored
         is_error = result.is_error
         if len(text) > limit:
             memo_key = (key, limit, is_error, False, True, cutter.route)
@@ -787,7 +791,6 @@ def make_ahead(
             inputs = summary_inputs(cutter.policy_digest, key, path, call.name, call, is_error, cutter.route)
             known.unrecorded[summary_key] = (inputs, summary)
             known.summaries[summary_key] = line
-        known.stored[text] = (key, path)
 
 
 COMPACT_PREVIEW = "compaction_preview"

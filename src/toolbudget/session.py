@@ -1434,9 +1434,7 @@ class Session:
             self._notify(report)
         else:
             fixed, report, budgeted, valid, noted, sizes, trace = self._run(request)
-            # The results as they came, less those cut now (the whole pipeline may have moved
-            # messages: a repair, a fold).
-            self._make_ahead(request, request.messages, request.messages, frozenset(noted.values()))
+            self._make_ahead(request, request.messages)
             out = None if fixed is request else in_order_of(parsed, wire.render(fixed))
             self._prefix = None
             if valid and budgeted is not None and budgeted.trail is not None and self.token_counter is None:
@@ -1649,16 +1647,10 @@ class Session:
         trace = None if fixed is request else _traced(None, request, fixed, budgeted)
         out = self._answered(body, parsed, request, fixed, out, report, trace)
         self.last_report = report
-        self._make_ahead(request, new, fixed.messages[-len(new) :])
+        self._make_ahead(request, new)
         return self._managed(body, request, fixed, out, report, trace)
 
-    def _make_ahead(
-        self,
-        request: Request,
-        new: Sequence[Message],
-        sent: Sequence[Message],
-        cut: frozenset[str] = frozenset(),
-    ) -> None:
+    def _make_ahead(self, request: Request, new: Sequence[Message]) -> None:
         """Have the store's worker make, once this request has returned, what a later compaction
         event will make of the results among ``new`` (see :mod:`toolbudget.ahead`)."""
         policy = self.policy
@@ -1667,7 +1659,7 @@ class Session:
             return
         if store is None or isinstance(store, MemoryStore):
             return  # a store without a worker: an event makes them, as before
-        found = ahead.candidates(new, sent, policy.microcompact_min_chars, cut)
+        found = ahead.candidates(new, policy.microcompact_min_chars)
         if found:
             self._when_idle(store, ahead.step(self.archive, policy, request, found))
 
