@@ -19,7 +19,7 @@ import pytest
 
 from test_archive_lifetime import history, outputs
 from test_readback import Made
-from toolbudget import ahead
+from toolbudget import ahead, budget, wire
 from toolbudget.policy import Policy
 from toolbudget.session import Session
 
@@ -87,3 +87,18 @@ def test_a_fresh_session_reads_back_the_records_of_what_was_made_ahead(
         again = orjson.dumps(fresh.manage(orjson.loads(orjson.dumps(requests[-1])), "anthropic").body)
     assert again == sent[-1]
     assert made.count == 0  # every preview and summary it sends was read back
+
+
+def test_the_worker_makes_one_result_a_step(tmp_path: Path) -> None:
+    """A store call that comes while the worker works ahead (the next request's) waits for one
+    result's forms at most, not for a whole history's (a cold session's first request)."""
+    request = wire.parse(history(outputs(3, size=6000)), "anthropic")
+    with Session("ahead-step", store=f"dir:{tmp_path}", policy=POLICY) as session:
+        found = ahead.candidates(request.messages, POLICY.microcompact_min_chars)
+        assert [text for text, _, _ in found] == outputs(3, size=6000)
+        run = ahead.step(session.archive, POLICY, request, found)
+        made = budget._known(session.archive).summaries
+        counts = []
+        while run():
+            counts.append(len(made))
+        assert counts == [1, 2, 3]

@@ -18,7 +18,10 @@ bytes whether the worker ran or not; nothing is written to the store ahead
 
 An agent's next request comes seconds after the last one returned, so this
 runs while the caller waits for its model; a caller that sends requests back
-to back finds less of it done, never a different answer.
+to back finds less of it done, never a different answer. It is one result a
+step: a store call that comes meanwhile waits for one result's forms at most,
+and a thread of the caller's that runs meanwhile (sending the request, relaying
+a stream) shares the interpreter with that much work at a time.
 """
 
 from __future__ import annotations
@@ -61,10 +64,15 @@ def candidates(new: Sequence[Message], least: int) -> list[tuple[str, ToolResult
 def step(
     archive: Archive, policy: Policy, request: Request, results: list[tuple[str, ToolResult, ToolCall]]
 ) -> Callable[[], bool]:
-    """The idle step (see :meth:`~toolbudget.store.guard.StoreGuard.when_idle`) that makes them."""
+    """The idle step (see :meth:`~toolbudget.store.guard.StoreGuard.when_idle`) that makes them, one
+    result a step: a store call that comes meanwhile (the next request's) waits for one at most."""
+    left = iter(results)
 
     def run() -> bool:
-        make_ahead(archive, policy, request, results)
-        return False
+        one = next(left, None)
+        if one is None:
+            return False
+        make_ahead(archive, policy, request, [one])
+        return True
 
     return run
