@@ -4,8 +4,10 @@ Each request's results that a later event may cut get their key, preview and
 summary made once the request has returned (:mod:`toolbudget.ahead`), so the
 event finds them made. These tests hold the three things that make that safe:
 the event then makes none of them on the caller's thread; every request sends
-the same bytes as a session whose worker made nothing ahead; and nothing is
-archived ahead (an original is kept by the request whose marker names it).
+the same bytes as a session whose worker made nothing ahead, and a fresh
+session reads back what they sent; nothing is archived ahead (an original is
+kept by the request whose marker names it); and the worker makes one result
+a step.
 """
 
 from __future__ import annotations
@@ -52,6 +54,14 @@ def test_an_event_finds_made_what_it_cuts_and_sends_the_same_bytes(
     requests = _requests(8)
     made = Made(monkeypatch)
     sent, counts = _loop(tmp_path, requests, made)
+
+    # The request that first sent a form made ahead kept its record, as if it had made it: a fresh
+    # session reads every one back.
+    made.count = 0
+    with Session("ahead-made", store=f"dir:{tmp_path}", policy=POLICY) as fresh:
+        again = orjson.dumps(fresh.manage(orjson.loads(orjson.dumps(requests[-1])), "anthropic").body)
+    assert again == sent[-1]
+    assert made.count == 0
     shutil.rmtree(tmp_path / "toolbudget-ahead-made")
 
     # The same session, store and id with nothing made ahead.
@@ -73,20 +83,6 @@ def test_nothing_is_archived_ahead(tmp_path: Path) -> None:
             assert session.settle(10.0)
             assert not managed.report.cuts
         assert not list((tmp_path / "toolbudget-ahead-none" / "tool-results").glob("*.txt"))
-
-
-def test_a_fresh_session_reads_back_the_records_of_what_was_made_ahead(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The request that first sends a preview made ahead keeps its record, as if it had made it."""
-    requests = _requests(8)
-    made = Made(monkeypatch)
-    sent, _ = _loop(tmp_path, requests, made)
-    made.count = 0
-    with Session("ahead-made", store=f"dir:{tmp_path}", policy=POLICY) as fresh:
-        again = orjson.dumps(fresh.manage(orjson.loads(orjson.dumps(requests[-1])), "anthropic").body)
-    assert again == sent[-1]
-    assert made.count == 0  # every preview and summary it sends was read back
 
 
 def test_the_worker_makes_one_result_a_step(tmp_path: Path) -> None:
