@@ -601,7 +601,7 @@ class _Cutter:
             made = self.read_back([name])[name]
             if made is not None:
                 memo[memo_key] = made
-        elif memo is not None and self.known is not None and self.known.unrecorded:
+        elif made is not None and self.known is not None and self.known.unrecorded:
             self._keep_ahead_made(memo_key)
         if made is None:
             made = self._made_preview(original, key, path, limit, slot.result.is_error, reason)
@@ -752,9 +752,9 @@ class _Cutter:
 def make_ahead(
     archive: Archive, policy: Policy, request: Request, results: Iterable[tuple[str, ToolResult, ToolCall]]
 ) -> None:
-    """Make, between requests, what a compaction event will make of each of ``results`` (a text
-    sent whole, its result and its call, in ``request``): its key, its head-and-tail preview and its
-    one-line summary, into the memos the event's cutter looks in.
+    """Make, between requests, what a compaction event will make of each of ``results`` (a
+    result's whole text, the result and its call, in ``request``): its key, its head-and-tail
+    preview and its one-line summary, into the memos the event's cutter looks in.
 
     Nearly every request that cuts is such an event, and making these was
     most of its time, though each result arrived turns before. What is made

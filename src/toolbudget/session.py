@@ -1048,10 +1048,12 @@ class Session:
         A ``dir:`` store's worker holds the session's directory and makes
         what its first cut writes into once the first request has returned, and
         keeps empty files ready for the next originals (see
-        :meth:`~toolbudget.store.dir.DirStore.idle`), all while no call
-        waits: an agent's next request comes seconds later, and finds them
-        made. A caller that sends requests back to back (a benchmark, a
-        replay) or removes the session's files by hand waits here first.
+        :meth:`~toolbudget.store.dir.DirStore.idle`); the worker of any store
+        but ``memory:`` makes the previews and summaries a later compaction
+        event will send (:mod:`toolbudget.ahead`), all while no call waits: an
+        agent's next request comes seconds later, and finds them made. A caller
+        that sends requests back to back (a benchmark, a replay) or removes the
+        session's files by hand waits here first.
         """
         guard = self._lease.guard
         return guard is None or guard.settle(timeout)
