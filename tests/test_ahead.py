@@ -20,8 +20,9 @@ import orjson
 import pytest
 
 from test_archive_lifetime import history, outputs
-from test_readback import Made
+from test_readback import Made, bodies
 from toolbudget import ahead, budget, wire
+from toolbudget.model import Conversation
 from toolbudget.policy import Policy
 from toolbudget.session import Session
 
@@ -98,3 +99,39 @@ def test_the_worker_makes_one_result_a_step(tmp_path: Path) -> None:
         while run():
             counts.append(len(made))
         assert counts == [1, 2, 3]
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize("api", ["anthropic", "openai-chat"])
+def test_every_shared_session_sends_the_same_bytes_with_forms_made_ahead(
+    real: list[tuple[str, Conversation]], api: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Request by request, on every conversation of the shared transcripts: the worker's forms
+    change nothing that is sent."""
+    policy = Policy()
+    finding = ahead.candidates
+    made = 0
+
+    def counted(*args: Any) -> None:
+        nonlocal made
+        made += 1
+        budget.make_ahead(*args)
+
+    monkeypatch.setattr("toolbudget.ahead.make_ahead", counted)
+    compared = 0
+    for n, (name, conversation) in enumerate(real):
+        requests = [orjson.dumps(body) for body in bodies(conversation, api)]
+        sent = []
+        for ahead_of_events in (True, False):
+            monkeypatch.setattr(ahead, "candidates", finding if ahead_of_events else lambda *a, **k: [])
+            root = tmp_path / f"s{n}"  # the same root both times: markers name its paths
+            with Session(f"shared-{n}", store=f"dir:{root}", policy=policy) as session:
+                out = []
+                for raw in requests:
+                    assert session.settle(10.0)
+                    out.append(orjson.dumps(session.manage(orjson.loads(raw), api).body))
+            shutil.rmtree(root)
+            sent.append(out)
+        assert sent[0] == sent[1], name
+        compared += len(requests)
+    assert compared > 4000 and made > 200  # results whose forms the worker made
