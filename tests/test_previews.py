@@ -747,6 +747,24 @@ def test_stderr_is_kept_whole_within_its_own_limit_while_stdout_is_cut_hard() ->
     assert len(plain.text) <= 1500 and stderr not in plain.text
 
 
+@pytest.mark.parametrize("header", ["stderr:", "STDERR:", "Stderr:", "[stderr]", "--- STDERR ---"])
+def test_a_stderr_header_is_found_in_each_usual_spelling_from_the_first_character(header: str) -> None:
+    text = f"{header}\nboom\n"
+    assert find_stderr(text, 0, len(text)) == (0, len(text))
+    # Its word right at the start of the range looked in (the word's rest is found, then its first
+    # letter checked: the range's first character must still count).
+    padded = "out\n" + text
+    assert find_stderr(padded, 4, len(padded)) == (4, len(padded))
+    with_stdout = f"{text}STDOUT: fine\n"
+    assert find_stderr(with_stdout, 0, len(with_stdout)) == (0, len(text))
+
+
+@pytest.mark.parametrize("word", ["sTDERR:", "StdErr:", "tderr:", "TDERR:"])
+def test_an_unusual_spelling_is_no_stderr_header(word: str) -> None:
+    text = f"{word}\nboom\n"
+    assert find_stderr(text, 0, len(text)) is None
+
+
 def test_stderr_over_its_limit_is_cut_to_it() -> None:
     text = "out\n" * 10 + "stderr:\n" + "".join(f"error {i} happened\n" for i in range(2000))
     made = check(text, 1500, stderr_limit=2500)
