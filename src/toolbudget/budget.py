@@ -73,6 +73,15 @@ MIN_PREVIEW_CHARS = 600
 """The smallest preview the turn budget shrinks a result to: the marker and a little text."""
 
 
+PreviewKey = tuple[str, int, bool, bool, bool, "str | None"]
+"""A preview's memo key: the original's key, the limit, whether the result is an error, whether
+stderr has a cap of its own (a cut at the result's cap), whether it is compaction's, the route."""
+
+SummaryKey = tuple[str, "str | None", str, bool, "str | None"]
+"""A summary's memo key: the original's key, the tool, the call's key argument, whether the result
+is an error, the route."""
+
+
 class Archive:
     """Where originals go: the session's store, namespaced and keyed.
 
@@ -130,7 +139,7 @@ class Archive:
     cold: bool = False
     """Nothing was budgeted through this archive yet: its first request reads back what it can."""
 
-    memo: dict[tuple[str, int, bool, bool, bool, str | None], Preview]
+    memo: dict[PreviewKey, Preview]
     """Previews already made, by key, limit and how they were made: a warm session reuses them."""
 
     forms: set[str]
@@ -152,7 +161,7 @@ class _Known:
 
     stored: dict[str, tuple[str, str | None]] = field(default_factory=dict)
     """The key and path each original was archived under."""
-    summaries: dict[tuple[str, str | None, str, bool, str | None], str] = field(default_factory=dict)
+    summaries: dict[SummaryKey, str] = field(default_factory=dict)
     """One-line summaries, by original's key, tool, key argument and whether errors stay."""
     folds: dict[tuple[int, int, int], tuple[Message, Message, str, str | None, int]] = field(
         default_factory=dict
@@ -531,11 +540,20 @@ class _Cutter:
         ratio = self.policy.microcompact_head_ratio if compacting else self.policy.head_ratio
         return preview_inputs(self.policy_digest, key, path, limit, ratio, is_error, stderr_limit, self.route)
 
-    def summary_inputs(self, key: str, path: str | None, slot: _Slot) -> str:
-        """The inputs of the summary :meth:`summarize` makes of ``slot``."""
-        return summary_inputs(
-            self.policy_digest, key, path, slot.tool, slot.call, slot.result.is_error, self.route
-        )
+    def summary_inputs(
+        self, key: str, path: str | None, tool: str | None, call: ToolCall | None, is_error: bool
+    ) -> str:
+        """The inputs of the summary :meth:`summarize` makes of a result of ``call``."""
+        return summary_inputs(self.policy_digest, key, path, tool, call, is_error, self.route)
+
+    def preview_key(self, key: str, limit: int, is_error: bool, reason: str) -> PreviewKey:
+        """What :attr:`Archive.memo` holds the preview :meth:`preview` makes with these under."""
+        return (key, limit, is_error, reason == "result_cap", reason == COMPACT_PREVIEW, self.route)
+
+    def summary_key(self, key: str, tool: str | None, call: ToolCall | None, is_error: bool) -> SummaryKey:
+        """What the session's summaries are held under: the one :meth:`summarize` makes of a
+        result of ``call``."""
+        return (key, tool, self.key_argument(call), is_error, self.route)
 
     def _keep_made(self, inputs: str, made: Preview) -> None:
         """Archive what was just made, keyed by its inputs, for a session started again to read back."""
@@ -587,9 +605,7 @@ class _Cutter:
         original = slot.original
         key, path = self.store(original)
         memo = self.archive.memo if self.archive is not None and key is not None else None
-        stderr_limit = self.policy.error_max_chars if reason == "result_cap" else None
-        compacting = reason == COMPACT_PREVIEW
-        memo_key = (key or "", limit, slot.result.is_error, stderr_limit is not None, compacting, self.route)
+        memo_key = self.preview_key(key or "", limit, slot.result.is_error, reason)
         made = memo.get(memo_key) if memo is not None else None
         inputs = None
         if made is None and memo is not None and reason == "turn_budget" and self.read is not None:
@@ -689,14 +705,16 @@ class _Cutter:
         """
         original = slot.original
         key, path = self.store(original)
-        memo_key = (key or "", slot.tool, self.key_argument(slot.call), slot.result.is_error, self.route)
+        memo_key = self.summary_key(key or "", slot.tool, slot.call, slot.result.is_error)
         memo = self.known.summaries if self.known is not None and key is not None else None
         text = memo.get(memo_key) if memo is not None else None
         if text is None:
             text, made = self._made_summary(slot.tool, slot.call, original, slot.result.is_error, key, path)
             if memo is not None:
                 memo[memo_key] = text
-                self._keep_made(self.summary_inputs(key or "", path, slot), made)
+                self._keep_made(
+                    self.summary_inputs(key or "", path, slot.tool, slot.call, slot.result.is_error), made
+                )
         elif self.known is not None and self.known.unrecorded:
             self._keep_ahead_made(memo_key)
         if len(text) < len(slot.current):
@@ -779,16 +797,16 @@ def make_ahead(
             key, path = stored
         is_error = result.is_error
         if len(text) > limit:
-            memo_key = (key, limit, is_error, False, True, cutter.route)
+            memo_key = cutter.preview_key(key, limit, is_error, COMPACT_PREVIEW)
             if memo_key not in memo:
                 made = cutter._made_preview(text, key, path, limit, is_error, COMPACT_PREVIEW)
                 inputs = cutter.preview_inputs(key, path, limit, is_error, COMPACT_PREVIEW)
                 known.unrecorded[memo_key] = (inputs, made)
                 memo[memo_key] = made
-        summary_key = (key, call.name, cutter.key_argument(call), is_error, cutter.route)
+        summary_key = cutter.summary_key(key, call.name, call, is_error)
         if summary_key not in known.summaries:
             line, summary = cutter._made_summary(call.name, call, text, is_error, key, path)
-            inputs = summary_inputs(cutter.policy_digest, key, path, call.name, call, is_error, cutter.route)
+            inputs = cutter.summary_inputs(key, path, call.name, call, is_error)
             known.unrecorded[summary_key] = (inputs, summary)
             known.summaries[summary_key] = line
 
@@ -1162,9 +1180,8 @@ def _read_back(
     cutter.read = {}
     memo = archive.memo
     compact_limit = policy.microcompact_head_chars + policy.microcompact_tail_chars + MARKER_ROOM
-    previews: dict[str, tuple[str, int, bool, bool, bool, str | None]] = {}
-    summaries: dict[str, tuple[str, str | None, str, bool, str | None]] = {}
-    route = cutter.route
+    previews: dict[str, PreviewKey] = {}
+    summaries: dict[str, SummaryKey] = {}
     arrivals: list[int] = []
     for slot in slots:
         if slot.protected:
@@ -1181,23 +1198,19 @@ def _read_back(
         if size > cap:
             arrivals.append(slot.msg)
             limit = min(cap, policy.preview_chars + MARKER_ROOM)
-            if (key, limit, is_error, True, False, route) not in memo:
+            capped = cutter.preview_key(key, limit, is_error, "result_cap")
+            if capped not in memo:
                 inputs = cutter.preview_inputs(key, path, limit, is_error, "result_cap")
-                previews[cutter.name_of(inputs)] = (key, limit, is_error, True, False, route)
+                previews[cutter.name_of(inputs)] = capped
         if compactable:
-            if size > compact_limit and (key, compact_limit, is_error, False, True, route) not in memo:
+            compacted = cutter.preview_key(key, compact_limit, is_error, COMPACT_PREVIEW)
+            if size > compact_limit and compacted not in memo:
                 inputs = cutter.preview_inputs(key, path, compact_limit, is_error, COMPACT_PREVIEW)
-                previews[cutter.name_of(inputs)] = (
-                    key,
-                    compact_limit,
-                    is_error,
-                    False,
-                    True,
-                    route,
-                )
-            summary_key = (key, slot.tool, cutter.key_argument(slot.call), is_error, route)
+                previews[cutter.name_of(inputs)] = compacted
+            summary_key = cutter.summary_key(key, slot.tool, slot.call, is_error)
             if summary_key not in known.summaries:
-                summaries[cutter.name_of(cutter.summary_inputs(key, path, slot))] = summary_key
+                inputs = cutter.summary_inputs(key, path, slot.tool, slot.call, is_error)
+                summaries[cutter.name_of(inputs)] = summary_key
     if not previews and not summaries:
         return  # nothing to read back: the schedule decides again, with no read of its own
     decided = schedule.stored_keys(messages, policy, arrivals) if schedule is not None else {}
@@ -1323,25 +1336,22 @@ def _read_back_summaries(slots: Sequence[_Slot], levels: Sequence[int], cutter: 
     archive, known = cutter.archive, cutter.known
     if archive is None or known is None or cutter.read is None:
         return
-    route = cutter.route
     # The first result of each memo key, as :meth:`_Cutter.summarize` meets them: it makes that
     # one's summary, and the others of the key take it from the memo.
     first: dict[tuple[str, str | None, str, bool, str | None], _Slot] = {}
     for slot, level in zip(slots, levels, strict=True):
         if level != LEVEL_SUMMARY:
             continue
-        summary_key = (
-            archive.key_of(slot.original),
-            slot.tool,
-            cutter.key_argument(slot.call),
-            slot.result.is_error,
-            route,
+        summary_key = cutter.summary_key(
+            archive.key_of(slot.original), slot.tool, slot.call, slot.result.is_error
         )
         if summary_key not in known.summaries:
             first.setdefault(summary_key, slot)
     wanted = {
         cutter.name_of(
-            cutter.summary_inputs(summary_key[0], archive.path_of(summary_key[0]), slot)
+            cutter.summary_inputs(
+                summary_key[0], archive.path_of(summary_key[0]), slot.tool, slot.call, slot.result.is_error
+            )
         ): summary_key
         for summary_key, slot in first.items()
     }
