@@ -26,7 +26,7 @@ a stream) shares the interpreter with that much work at a time.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Container, Sequence
 
 from .budget import Archive, make_ahead, result_text
 from .model import Message, Request, ToolCall, ToolResult
@@ -35,14 +35,17 @@ from .policy import Policy
 __all__ = ["candidates", "step"]
 
 
-def candidates(new: Sequence[Message], least: int) -> list[tuple[str, ToolResult, ToolCall]]:
+def candidates(
+    new: Sequence[Message], least: int, plain: Container[str] = ()
+) -> list[tuple[str, ToolResult, ToolCall]]:
     """The results among ``new`` that a later event may compact, each with its text and its call.
 
     A result counts when it is longer than ``least`` characters and holds no
     marker (a cut sent back is the event's to read); one cut as it came (over
     its cap) counts too, since an event makes its compaction forms from its
     original. Its call is one of ``new`` (a result of an earlier call is left
-    to the event).
+    to the event). A text in ``plain`` was looked through already, by the
+    request's own budget: it is not searched for a marker again.
     """
     calls: dict[str, ToolCall] = {}
     found: list[tuple[str, ToolResult, ToolCall]] = []
@@ -56,7 +59,7 @@ def candidates(new: Sequence[Message], least: int) -> list[tuple[str, ToolResult
                 text = result_text(part) if call is not None else None
                 if call is None or text is None or len(text) <= least:
                     continue
-                if "[toolbudget: " not in text:
+                if text in plain or "[toolbudget: " not in text:
                     found.append((text, part, call))
     return found
 

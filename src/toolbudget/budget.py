@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 import weakref
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Container, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
 import orjson
@@ -67,6 +67,7 @@ __all__ = [
     "extend",
     "message_chars",
     "recall_route",
+    "scanned_plain",
 ]
 
 MIN_PREVIEW_CHARS = 600
@@ -411,6 +412,12 @@ def _protect_newest_recall(slots: list[_Slot]) -> None:
         newest = max(s.turn for s in slots)
         for slot in slots:
             slot.protected = slot.turn == newest and is_recall_tool(slot.tool)
+
+
+def scanned_plain(archive: Archive) -> Container[str]:
+    """Result texts this session has looked through and found no marker in (a shortcut: a text
+    not among them may hold none either)."""
+    return _known(archive).plain
 
 
 def _original_of(text: str, archive: Archive | None, known: _Known | None = None) -> str:
