@@ -591,6 +591,62 @@ def test_a_new_or_deleted_files_hunk_ends_where_counting_each_kind_says(
     assert _hunk_end_fast(text, start, stop, old, new) == _three_counts(text, start, stop, old, new)
 
 
+_DIFF_LINES = [
+    "@@ -1,2 +1,2 @@",
+    "@@ -1 +1 @@",
+    "@@ -0,0 +1,2 @@",
+    "@@ -1,2 +0,0 @@",
+    "@@ -3,1 +3,2 @@ def f():",
+    "@@ not a hunk",
+    "diff --git a/x b/x",
+    "--- a/x",
+    "+++ b/x",
+    "+a",
+    "-b",
+    " c",
+    "\\ No newline at end of file",
+    "",
+    "x",
+    " c\r",
+]
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.lists(st.sampled_from(_DIFF_LINES), min_size=1, max_size=30), st.booleans())
+@example(["@@ -0,0 +1,2 @@", "+a", "+a", "@@ -1,2 +1,2 @@", " c", "-b", "+a", " c"], True)
+@example(["@@ -1,2 +1,2 @@", " c", "-b", "+a", " c", "x", "diff --git a/x b/x"], False)
+@example(["@@ -1,2 +0,0 @@", "-b", "-b", "\\ No newline at end of file", "@@ -1 +1 @@"], True)
+@example(["@@ -0,0 +1,2 @@", "+a", "+a", "+a"], True)
+@example(["@@ -1,2 +1,2 @@", " c", "-b", "+a", "+a", " c"], True)
+def test_a_hunk_found_in_one_scan_ends_where_the_counted_walk_ends_it(lines: list[str], end: bool) -> None:
+    """The one-scan way to a hunk's end (``_hunk_end_scan``) gives the units the walk it shortcuts
+    gives (a hunk's counts checked against each kind of line counted apart), or leaves it to that."""
+    from unittest import mock
+
+    from toolbudget.previews import diff
+
+    text = "\n".join(lines) + ("\n" if end else "")
+    with mock.patch.object(diff, "_hunk_end_scan", lambda *args: None):
+        walked = diff.parse_diff(text)
+    assert diff.parse_diff(text) == walked
+
+
+def test_a_new_files_hunk_is_found_in_one_scan() -> None:
+    """A new file's hunk is read up to the line that is not added, then its lines counted."""
+    from toolbudget.previews import diff
+
+    body = "".join(f"+line {k} of the file\n" for k in range(400))
+    header = "new file mode 100644\n--- /dev/null\n"
+    text = "".join(
+        f"diff --git a/f{n} b/f{n}\n{header}+++ b/f{n}\n@@ -0,0 +1,400 @@\n{body}" for n in range(20)
+    )
+    units, _ = diff.parse_diff(text)
+    assert [u.kind for u in units] == ["header", "hunk"] * 20
+    hunks = [u for u in units if u.kind == "hunk"]
+    ends = [diff._hunk_end_scan(text, text.index("\n", u.start) + 1, 0, 400) for u in hunks]
+    assert ends == [u.end for u in hunks]
+
+
 def test_a_diff_with_many_files_names_a_few_and_counts_the_rest() -> None:
     text = make_diff({f"pkg/module_{i}.py": [60, 60] for i in range(30)})
     made = check(text, 6000)

@@ -28,6 +28,11 @@ from ._plan import Cut
 __all__ = ["DiffStrategy", "parse_diff"]
 
 _HUNK = re.compile(r"@@ -\d+(?:,(\d+))? \+\d+(?:,(\d+))? @@")
+# The first line after a hunk body's first that is not one of its lines: of a new file's hunk
+# (all added), a deleted file's (all removed), or any other (removed, added or context).
+_NOT_ADDED = re.compile(r"\n[^+]")
+_NOT_REMOVED = re.compile(r"\n[^-]")
+_NOT_SIGNED = re.compile(r"\n[^-+ ]")
 _HEADER_PREFIXES = (
     "diff --git ",
     "diff --cc ",
@@ -118,6 +123,46 @@ def _hunk_end_fast(text: str, body: int, stop: int, old: int, new: int) -> int |
     return stop if started + text.count("\n\\", body, stop) == lines else None
 
 
+def _hunk_end_scan(text: str, body: int, old: int, new: int) -> int | None:
+    """Where the hunk whose body starts at ``body`` ends, found in one scan, or ``None`` when this
+    way cannot tell (the caller then looks as :func:`_hunk_end_fast` does).
+
+    The body's lines are read up to the first that cannot be one of them (for a
+    new file's hunk, the first not added); when that line opens the next hunk
+    or file (or the text ends there), it is where :func:`_hunk_end_fast` would
+    stop, and the lines before it are all signed, so the ``@@`` counts are
+    checked with the removed and added lines counted (none for a new or deleted
+    file: its lines are all of one sign). A flag, an empty or a stray line is
+    left to the caller. An 868 KB diff of new files took four passes over its
+    text this way takes two.
+    """
+    length = len(text)
+    if body >= length:
+        return None
+    first = text[body]
+    if not old or not new:
+        sign = "+" if not old else "-"
+        if first != sign:
+            return None
+        found = (_NOT_ADDED if sign == "+" else _NOT_REMOVED).search(text, body)
+    else:
+        if first not in "-+ ":
+            return None
+        found = _NOT_SIGNED.search(text, body)
+    stop = length if found is None else found.start() + 1
+    if stop < length and not text.startswith(("@@ ", "diff "), stop):
+        return None
+    if text.find("\r", body, stop) != -1:
+        return None
+    lines = text.count("\n", body, stop) + (text[stop - 1] != "\n")
+    if not old or not new:
+        return stop if lines == old + new else None
+    removed = text.count("\n-", body, stop) + (first == "-")
+    added = text.count("\n+", body, stop) + (first == "+")
+    context = lines - removed - added
+    return stop if removed + context == old and added + context == new else None
+
+
 def _next_line(text: str, prefix: str, start: int) -> int:
     """Start of the next line at or after ``start`` that begins with ``prefix``; the end if none."""
     found = text.find("\n" + prefix, start - 1)
@@ -153,6 +198,11 @@ def parse_diff(text: str) -> tuple[list[Unit], list[str]]:
                 flush_other(pos)
                 old = int(found[1]) if found[1] is not None else 1
                 new = int(found[2]) if found[2] is not None else 1
+                cur = _hunk_end_scan(text, end, old, new)
+                if cur is not None:
+                    units.append(Unit(pos, cur, "hunk", len(files) - 1))
+                    pos = cur
+                    continue
                 if next_hunk < end:
                     next_hunk = _next_line(text, "@@ ", end)
                 if next_file < end:
