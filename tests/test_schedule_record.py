@@ -26,7 +26,7 @@ from toolbudget import compaction
 from toolbudget.compaction import LEVEL_SUMMARY
 from toolbudget.model import Conversation
 from toolbudget.policy import Policy
-from toolbudget.schedulerecord import PREFIX, Decided, decode, encode
+from toolbudget.schedulerecord import EVERY, PREFIX, Decided, decode, encode
 from toolbudget.session import Session, _SessionArchive
 from toolbudget.store._recordlog import RecordLog, frame
 from toolbudget.store.dir import DirStore
@@ -208,6 +208,28 @@ def test_the_session_resumes_from_its_record(tmp_path: Path, monkeypatch: pytest
     store, requests, decisions = _resumes(tmp_path, monkeypatch)
     fresh, every = _fresh_and_scratch(store, POLICY, requests[-1], decisions)
     assert fresh == 0 and every == 24
+
+
+def test_a_long_session_that_writes_nothing_keeps_its_decision_every_few_points(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A session that has written nothing for many requests (nothing new to cut) left no record
+    after its last write, and a fresh session decided every point since (1,625 points of the
+    2,000-turn benchmark's last request). Every ``EVERY``-th point's decision is now kept between
+    requests, so a fresh session decides fewer than ``EVERY`` points, with the same bytes."""
+    store = DirStore(tmp_path / "s")
+    requests = _turns(70, size=400)  # nothing is cut or compacted: no request writes
+    with Session("turns", store=store, policy=POLICY) as warm:
+        for body in requests:
+            warm.settle(10.0)
+            want = orjson.dumps(warm.manage(orjson.loads(orjson.dumps(body)), "anthropic").body)
+            assert not warm.last_report or not warm.last_report.keys_written
+        warm.settle(10.0)
+    assert len(_schedule_records(store)) == 70 // EVERY
+    decisions = Decisions(monkeypatch)
+    fresh, every = _fresh_and_scratch(store, POLICY, requests[-1], decisions)
+    assert every == 70 and fresh < EVERY, (fresh, every)
+    assert _manage("turns", store, POLICY, requests[-1], "anthropic") == want
 
 
 def test_a_record_of_another_policy_is_not_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

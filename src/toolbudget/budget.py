@@ -1218,7 +1218,7 @@ def _read_back(
             if summary_key not in known.summaries:
                 inputs = cutter.summary_inputs(key, path, slot.tool, slot.call, is_error)
                 summaries[cutter.name_of(inputs)] = summary_key
-    if not previews and not summaries:
+    if not previews and not summaries and (schedule is None or not schedule.checkpointed(messages)):
         return  # nothing to read back: the schedule decides again, with no read of its own
     decided = schedule.stored_keys(messages, policy, arrivals) if schedule is not None else {}
     found = archive.read_made(sorted({*previews, *summaries, *decided}))

@@ -84,7 +84,7 @@ from .models import context_window
 from .policy import Policy
 from .previews import STRATEGY, detect, split_envelope
 from .prices import ANTHROPIC_5M, NAMED, PriceModel, marks_one_hour, price_for
-from .schedulerecord import LOOK_BACK, Decided, Inputs
+from .schedulerecord import EVERY, LOOK_BACK, Decided, Inputs
 from .schedulerecord import decode as decode_decided
 from .schedulerecord import encode as encode_decided
 from .schedulerecord import name as decided_name
@@ -496,6 +496,9 @@ class Schedule:
         wanted = set(points[-LOOK_BACK:])
         first = sorted({bisect_right(points, msg) for msg in arrivals})
         wanted.update(points[k] for k in first[-LOOK_BACK:] if k < len(points))
+        # The newest two points kept whatever their requests wrote (see :meth:`checkpoint_due`).
+        newest = len(points) - len(points) % EVERY - 1
+        wanted.update(points[k] for k in (newest, newest - EVERY) if k >= 0)
         key_for = self.key_for
         self._asked = frozenset(points)
         return {key_for(decided_name(text, end)): end for end in sorted(wanted)}
@@ -511,6 +514,18 @@ class Schedule:
     def offer(self, found: Mapping[int, bytes]) -> None:
         """Records of decisions read from the store (by point) for the next ``levels`` call to resume from."""
         self._offered = dict(found)
+
+    def checkpointed(self, messages: Sequence[Message]) -> bool:
+        """Whether a history of ``messages`` has a point whose decision is kept whatever its
+        request wrote (see :meth:`checkpoint_due`): a cold session reads it back even when it has
+        no preview or summary to read."""
+        return self.key_for is not None and len(turn_starts(messages)) >= EVERY
+
+    def checkpoint_due(self) -> bool:
+        """Whether the last request's point is one whose decision is kept whatever the request
+        wrote (every :data:`~toolbudget.schedulerecord.EVERY`-th point), so that a cold session
+        of a long history that stopped cutting long ago does not decide every point since."""
+        return self.key_for is not None and bool(self._ends) and len(self._ends) % EVERY == 0
 
     def decided_record(self) -> Callable[[], dict[str, bytes]] | None:
         """What makes the record of the last point decided here (see :mod:`toolbudget.schedulerecord`).

@@ -21,10 +21,15 @@ from a walk from scratch, so a record that checks out gives the very bytes
 that walk gives. The record's text also carries a digest of itself: a torn
 or mismatched one is decided again, never used.
 
-Records are written only in a batch the request makes anyway (its cuts, the
-records of its previews, its arrival), never in a store call of their own;
-the session's own records begin with ``\\x00toolbudget: `` so ``stats`` and
-recall skip them. Store entries are never replaced, so the first record of a
+Records are written in a batch the request makes anyway (its cuts, the
+records of its previews, its arrival), and at every :data:`EVERY`-th point
+also when the request wrote nothing: then the store's worker writes it
+between requests (a long session that stopped cutting long ago otherwise left
+its newest record hundreds of points back, and a cold session decided every
+point since: 1,625 points of the 2,000-turn session's last request). A cold
+session looks for the newest two such points besides its last few, in the
+same read. The session's own records begin with ``\\x00toolbudget: `` so
+``stats`` and recall skip them. Store entries are never replaced, so the first record of a
 point stands: another conversation sharing the session's id, or a history
 whose earlier messages changed, finds that it does not check out and decides
 again.
@@ -47,7 +52,7 @@ from .codedigest import PolicyTexts, digest_of, package_root
 if TYPE_CHECKING:
     from .compaction import SlotInfo
 
-__all__ = ["PREFIX", "Decided", "Inputs", "code_digest", "decode", "encode", "name", "policy_text"]
+__all__ = ["EVERY", "PREFIX", "Decided", "Inputs", "code_digest", "decode", "encode", "name", "policy_text"]
 
 PREFIX = "\x00toolbudget: schedule\x00"
 """What a record's name and text begin with: one of the session's own records, never an original."""
@@ -57,6 +62,10 @@ _CODE = ("compaction.py", "schedulerecord.py", "measure.py", "prices.py", "model
 
 LOOK_BACK = 4
 """How many of a request's last points a cold session looks for a record at."""
+
+EVERY = 16
+"""Every this many request points (the 16th, the 32nd...), the decision is kept whatever the
+request wrote, so a cold session decides at most about this many points again."""
 
 
 @functools.cache

@@ -442,6 +442,23 @@ def _check_and_keep(
     return absent, failed - (records or {}).keys() - (record or {}).keys() - riding.keys(), None
 
 
+def _kept_decision(
+    store: Store, session: str, lease: _Lease, make: Callable[[], Mapping[str, bytes]]
+) -> Callable[[], bool]:
+    """The idle step that writes the schedule's record ``make`` gives (see
+    :meth:`Session._keep_decision`); best effort, like every record. Nothing once the session has
+    closed: its release runs on the same worker, so a write either comes before it or not at all
+    (a directory let go of may be cleaned at once). It keeps no reference to the session."""
+
+    def step() -> bool:
+        if not lease.ended:
+            with contextlib.suppress(StoreError):
+                store.put_many(session, dict(make()))
+        return False
+
+    return step
+
+
 def _take_hold(store: DirStore, session: str, lease: _Lease) -> None:
     """Hold the session's directory and note the holder in ``lease`` at once, on the thread that
     made it: a caller that stopped waiting for the trip (a store over its bound) or a check after
@@ -1263,6 +1280,7 @@ class Session:
                     with self._arriving(now):
                         managed = self._manage(body, api)
                 self._ready_ahead()
+                self._keep_decision()
                 return managed
             finally:
                 if not outer:
@@ -1675,6 +1693,25 @@ class Session:
         self.last_report = report
         self._make_ahead(request, new)
         return self._managed(body, request, fixed, out, report, trace)
+
+    def _keep_decision(self) -> None:
+        """Have the schedule's decision at this request's point kept, when the point is one of
+        those kept whatever the request wrote (:meth:`Schedule.checkpoint_due`) and no write of
+        the request carried it: by the store's worker between requests, or at once in memory."""
+        schedule = self._schedule
+        store = self._store
+        if not schedule.checkpoint_due() or store is None or self._closed or self._store_error is not None:
+            return
+        if self._later is not None:
+            return  # the records left for later carry it (``write_later``)
+        make = schedule.decided_record()
+        if make is None:
+            return
+        if isinstance(store, MemoryStore):
+            with contextlib.suppress(StoreError):
+                store.put_many(self.id, dict(make()))
+            return
+        self._when_idle(store, _kept_decision(store, self.id, self._lease, make))
 
     def _make_ahead(self, request: Request, new: Sequence[Message]) -> None:
         """Have the store's worker make, once this request has returned, what a later compaction
