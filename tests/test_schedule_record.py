@@ -15,6 +15,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -230,6 +231,29 @@ def test_a_long_session_that_writes_nothing_keeps_its_decision_every_few_points(
     fresh, every = _fresh_and_scratch(store, POLICY, requests[-1], decisions)
     assert every == 70 and fresh < EVERY, (fresh, every)
     assert _manage("turns", store, POLICY, requests[-1], "anthropic") == want
+
+
+def test_no_record_reaches_a_store_after_its_session_closes(tmp_path: Path) -> None:
+    """The record kept at a 16th point is written by the store's worker after the request; on a
+    store without holders (a ``sqlite:`` store given as an object) the close did not wait for it,
+    and it landed after ``close`` returned, nearly every time when closed at once."""
+    from toolbudget.store.sqlite import SqliteStore
+
+    late = 0
+    for trial in range(5):
+        path = tmp_path / f"s{trial}.sqlite"
+        store = SqliteStore(str(path))
+        session = Session("turns", store=store, policy=POLICY)
+        for body in _turns(EVERY, size=400):  # nothing is cut: only the 16th point's record is written
+            session.settle(10.0)
+            session.manage(orjson.loads(orjson.dumps(body)), "anthropic")
+        time.sleep(0)  # the worker begins the record's write
+        session.close()
+        at_close = sorted(store.keys("turns"))
+        time.sleep(0.2)
+        late += sorted(store.keys("turns")) != at_close
+        store.close()
+    assert late == 0
 
 
 def test_a_record_of_another_policy_is_not_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

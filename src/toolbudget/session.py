@@ -842,6 +842,11 @@ class _Lease:
                     self.guard.call(Deadline(self.timeout), store.release, session_id, holder)
                 else:
                     store.release(session_id, holder)
+            elif self.guard is not None:
+                # A store without holders: a write the worker is making between requests (a record
+                # of the schedule's) lands before the close returns; one not yet begun sees
+                # ``ended`` and makes none.
+                self.guard.finish(Deadline(self.timeout))
         except StoreError as exc:
             _log.warning("toolbudget: %s", exc)
         except RuntimeError:

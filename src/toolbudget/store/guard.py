@@ -79,6 +79,10 @@ class Deadline:
         self._left -= max(0.0, seconds)
 
 
+def _nothing() -> None:
+    """A call that does nothing: its answer says the worker is past what it was doing."""
+
+
 _WAKE: tuple[Future[Any], Callable[..., Any], tuple[object, ...]] = (Future(), lambda: None, ())
 """Put on a worker's queue to have it look for idle work; never run."""
 
@@ -245,6 +249,17 @@ class StoreGuard:
         with self._lock:
             worker = self._worker
         return worker is None or worker.settled.wait(timeout)
+
+    def finish(self, deadline: Deadline) -> None:
+        """Wait (within ``deadline``) until the worker has done the call or idle step it is on, so
+        that a step that writes (a record of the schedule's) lands before its session's close
+        returns; a step that starts after checks that the session has ended. Nothing without a
+        worker, nor when the store is being skipped; never raises."""
+        with self._lock:
+            if self._worker is None:
+                return
+        with contextlib.suppress(StoreError):
+            self.call(deadline, _nothing)
 
     def close(self) -> None:
         with self._lock:
