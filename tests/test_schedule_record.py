@@ -233,6 +233,20 @@ def test_a_long_session_that_writes_nothing_keeps_its_decision_every_few_points(
     assert _manage("turns", store, POLICY, requests[-1], "anthropic") == want
 
 
+def test_a_parsed_request_keeps_its_16th_decision_too(tmp_path: Path) -> None:
+    """``manage_request`` (a request already parsed) keeps the 16th point's record as ``manage``
+    does: a cold session of either kind reads it back."""
+    from toolbudget import wire
+
+    store = DirStore(tmp_path / "s")
+    with Session("turns", store=store, policy=POLICY) as session:
+        for body in _turns(EVERY, size=400):
+            session.settle(10.0)
+            session.manage_request(wire.parse(orjson.loads(orjson.dumps(body)), "anthropic"))
+        session.settle(10.0)
+    assert len(_schedule_records(store)) == 1
+
+
 def test_no_record_reaches_a_store_after_its_session_closes(tmp_path: Path) -> None:
     """The record kept at a 16th point is written by the store's worker after the request; on a
     store without holders (a ``sqlite:`` store given as an object) the close did not wait for it,

@@ -1345,7 +1345,7 @@ def _read_back_summaries(slots: Sequence[_Slot], levels: Sequence[int], cutter: 
         return
     # The first result of each memo key, as :meth:`_Cutter.summarize` meets them: it makes that
     # one's summary, and the others of the key take it from the memo.
-    first: dict[tuple[str, str | None, str, bool, str | None], _Slot] = {}
+    first: dict[SummaryKey, _Slot] = {}
     for slot, level in zip(slots, levels, strict=True):
         if level != LEVEL_SUMMARY:
             continue

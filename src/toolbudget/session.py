@@ -447,8 +447,9 @@ def _kept_decision(
 ) -> Callable[[], bool]:
     """The idle step that writes the schedule's record ``make`` gives (see
     :meth:`Session._keep_decision`); best effort, like every record. Nothing once the session has
-    closed: its release runs on the same worker, so a write either comes before it or not at all
-    (a directory let go of may be cleaned at once). It keeps no reference to the session."""
+    ended: its close waits for the worker (:meth:`StoreGuard.finish`, or the release of its
+    directory), so a write either lands before the close returns or not at all (a directory let
+    go of may be cleaned at once). It keeps no reference to the session."""
 
     def step() -> bool:
         if not lease.ended:
@@ -1390,6 +1391,7 @@ class Session:
             self._prefix = None  # what a body's next request resumes from is a body's
             managed = self._pipeline(request)
             self._ready_ahead()
+            self._keep_decision()
             return managed
 
     def cut_result(
