@@ -270,6 +270,29 @@ def test_no_record_reaches_a_store_after_its_session_closes(tmp_path: Path) -> N
     assert late == 0
 
 
+@pytest.mark.parametrize("kind", ["dir", "sqlite"])
+def test_a_session_closed_right_after_its_16th_request_keeps_its_record(tmp_path: Path, kind: str) -> None:
+    """The store's worker writes the 16th point's record at its next look for idle work, which a
+    close right after the request comes before: the close writes it, in its own trip, before it
+    returns (it was lost, and a session met cold decided every point again)."""
+    from toolbudget.store.sqlite import SqliteStore
+
+    for trial in range(3):
+        store: Any = (
+            DirStore(tmp_path / f"d{trial}") if kind == "dir" else SqliteStore(str(tmp_path / f"{trial}.db"))
+        )
+        session = Session("turns", store=store, policy=POLICY)
+        for body in _turns(EVERY, size=400):  # nothing is cut: only the 16th point's record is written
+            session.manage(orjson.loads(orjson.dumps(body)), "anthropic")
+        session.close()
+        if kind == "dir":
+            assert len(_schedule_records(store)) == 1
+        else:
+            held = store.get_many("turns", sorted(store.keys("turns")))
+            assert sum(data.startswith(PREFIX.encode()) for data in held.values()) == 1
+        store.close()
+
+
 def test_a_record_of_another_policy_is_not_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     store, requests, decisions = _resumes(tmp_path, monkeypatch)
     other = Policy(context_window_tokens=30_000, microcompact_summarize_turns=3)

@@ -357,6 +357,10 @@ class _Primed:
 _PRIMED_LIMIT = 16
 """Bodies parsed ahead that a session keeps for their ``manage``: one per thread in flight."""
 
+_RECORDS_KEPT = 4
+"""Records of the schedule's decisions a session keeps for its close to write (the newest), when
+its store's worker has not written them yet."""
+
 
 def _shown(url: str | None) -> str:
     """A store URL as messages show it: the default spelled out, a password hidden."""
@@ -452,11 +456,16 @@ def _kept_decision(
     go of may be cleaned at once). It keeps no reference to the session."""
 
     def step() -> bool:
-        if not lease.ended:
+        if lease.unwritten(step) and not lease.ended:
             with contextlib.suppress(StoreError):
                 store.put_many(session, dict(make()))
         return False
 
+    with lease.lock:
+        # The newest few: a cold session reads the newest two points (a store being skipped runs
+        # no idle work, and nothing would be left to write otherwise).
+        del lease.records[: -_RECORDS_KEPT + 1]
+        lease.records.append(step)
     return step
 
 
@@ -815,7 +824,23 @@ class _Lease:
         self.guard: StoreGuard | None = None
         self.owned: Store | None = None
         self.ended = False
-        self._lock = threading.Lock()
+        self.records: list[Callable[[], bool]] = []
+        """Steps writing a record of the schedule's (:func:`_kept_decision`) the worker has not run
+        yet: the close runs them, in the trip it makes anyway."""
+        self.lock = threading.Lock()
+
+    def unwritten(self, step: Callable[[], bool]) -> bool:
+        """Whether ``step`` (one of :attr:`records`) is still to run; it runs once, whoever runs
+        it first (the worker between requests, or the close)."""
+        with self.lock:
+            if step not in self.records:
+                return False
+            self.records.remove(step)
+            return True
+
+    def _write_records(self) -> None:
+        for step in list(self.records):
+            step()
 
     def took(self, store: DirStore, session_id: str, holder: str) -> None:
         """Note a holder the store made for the session, on whichever thread made it.
@@ -823,7 +848,7 @@ class _Lease:
         One the lease cannot keep is released at once: the session ended while the trip that made
         it was under way (the caller stopped waiting for a store over its bound), or holds already
         (a later request held while that trip was stuck)."""
-        with self._lock:
+        with self.lock:
             keep = not self.ended and self.holder is None
             if keep:
                 self.dir_store, self.session_id, self.holder = store, session_id, holder
@@ -833,21 +858,32 @@ class _Lease:
 
     def end(self) -> None:
         """Release everything; never raises, nor waits for a store that hangs longer than a request would."""
-        with self._lock:
+        deadline = Deadline(self.timeout)
+        try:
+            if self.records and self.guard is not None:
+                # The records of the schedule's decisions the worker has not written yet (a close
+                # right after a request comes before its next look for idle work): written now, in
+                # one trip, so that the session met cold later reads them.
+                self.guard.call(deadline, self._write_records)
+        except StoreError as exc:
+            _log.warning("toolbudget: %s", exc)
+        except RuntimeError:
+            pass  # at interpreter exit no thread may start
+        with self.lock:
             self.ended = True
             store, holder, session_id = self.dir_store, self.holder, self.session_id
             self.holder = None
         try:
             if store is not None and holder is not None and session_id is not None:
                 if self.guard is not None:
-                    self.guard.call(Deadline(self.timeout), store.release, session_id, holder)
+                    self.guard.call(deadline, store.release, session_id, holder)
                 else:
                     store.release(session_id, holder)
             elif self.guard is not None:
                 # A store without holders: a write the worker is making between requests (a record
                 # of the schedule's) lands before the close returns; one not yet begun sees
                 # ``ended`` and makes none.
-                self.guard.finish(Deadline(self.timeout))
+                self.guard.finish(deadline)
         except StoreError as exc:
             _log.warning("toolbudget: %s", exc)
         except RuntimeError:
