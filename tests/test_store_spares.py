@@ -3,17 +3,14 @@
 from __future__ import annotations
 
 import os
-import queue
 import stat
 import threading
 import time
-import types
 from pathlib import Path
 
 import pytest
 
 from toolbudget.errors import StoreError
-from toolbudget.store import guard as guard_module
 from toolbudget.store.dir import SPARES, DirStore
 from toolbudget.store.guard import Deadline, StoreGuard
 
@@ -186,51 +183,38 @@ def test_the_worker_runs_idle_work_only_between_calls() -> None:
     guard.close()
 
 
-def test_idle_work_handed_to_a_worker_in_use_does_not_wake_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Waking the worker cost the request handing it idle work 9-18 us; a worker in use finds the
-    work by itself within a look's time, and one left idle long enough is woken as before."""
-    monkeypatch.setattr(guard_module, "_LOOK_EVERY", 0.02)
-    monkeypatch.setattr(guard_module, "_LOOKS", 5)  # asleep after about 0.1 s without work
-    puts: list[object] = []
-
-    class Noted(queue.SimpleQueue):  # type: ignore[type-arg]
-        def put(self, item: object, block: bool = True, timeout: float | None = None) -> None:
-            puts.append(item)
-            super().put(item, block, timeout)
-
-    monkeypatch.setattr(guard_module, "queue", types.SimpleNamespace(SimpleQueue=Noted, Empty=queue.Empty))
+def test_settle_never_answers_while_idle_work_handed_over_is_pending() -> None:
+    """The worker found its idle list empty and was about to say it had settled when a step was
+    handed over: ``settled`` was cleared, then set by the worker, with the step still pending, and
+    ``settle`` returned at once. Found by pausing the worker between the two (as a busy machine
+    may)."""
     guard = StoreGuard("test:")
     guard.call(Deadline(10.0), lambda: None)
     worker = guard._worker
     assert worker is not None
-    puts.clear()
+    assert guard.settle(5.0)
+    inside = threading.Event()
+
+    class Paused(threading.Event):
+        def set(self) -> None:
+            inside.set()
+            time.sleep(0.15)  # the worker is paused between finding the list empty and saying so
+            super().set()
+
+    paused = Paused()
+    worker.settled = paused
+    guard.when_idle(lambda: False)  # a quick step: the worker then finds the list empty
+    assert inside.wait(5.0)
     ran = threading.Event()
 
-    def step() -> bool:
+    def slow() -> bool:
+        time.sleep(0.3)
         ran.set()
         return False
 
-    guard.when_idle(step)
-    assert puts == []  # handed over without a wake
-    assert ran.wait(2.0)  # and run all the same, at the worker's next look
-    for _ in range(200):  # left without work, the worker comes to wait to be woken
-        if worker._asleep:
-            break
-        time.sleep(0.01)
-    assert worker._asleep
-    ran.clear()
-    guard.when_idle(step)
-    assert puts == [guard_module._WAKE]
-    assert ran.wait(2.0)
-    # Waiting for the idle work wakes the worker rather than waiting for its next look.
-    monkeypatch.setattr(guard_module, "_LOOK_EVERY", 60.0)
-    monkeypatch.setattr(guard_module, "_LOOKS", 10**6)
-    guard.call(Deadline(10.0), lambda: None)  # a look of 60 s begins
-    ran.clear()
-    guard.when_idle(step)
-    started = time.monotonic()
+    guard.when_idle(slow)  # handed over while the worker is paused
     assert guard.settle(5.0)
-    assert ran.is_set() and time.monotonic() - started < 2.0
+    assert ran.is_set()
     guard.close()
 
 

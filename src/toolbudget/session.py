@@ -450,23 +450,41 @@ def _kept_decision(
     store: Store, session: str, lease: _Lease, make: Callable[[], Mapping[str, bytes]]
 ) -> Callable[[], bool]:
     """The idle step that writes the schedule's record ``make`` gives (see
-    :meth:`Session._keep_decision`); best effort, like every record. Nothing once the session has
-    ended: its close waits for the worker (:meth:`StoreGuard.finish`, or the release of its
-    directory), so a write either lands before the close returns or not at all (a directory let
+    :meth:`Session._keep_decision`); best effort, like every record. The write is noted in the
+    lease, and made once: by the worker between requests, or by the close, in the trip that lets
+    go of the session's directory, when the worker has not reached it (a close right after the
+    request), so that a session met cold later reads it. Nothing after that trip (a directory let
     go of may be cleaned at once). It keeps no reference to the session."""
 
+    def write() -> None:
+        with contextlib.suppress(StoreError):
+            store.put_many(session, dict(make()))
+
     def step() -> bool:
-        if lease.unwritten(step) and not lease.ended:
-            with contextlib.suppress(StoreError):
-                store.put_many(session, dict(make()))
+        if lease.take(write):
+            write()
         return False
 
     with lease.lock:
         # The newest few: a cold session reads the newest two points (a store being skipped runs
         # no idle work, and nothing would be left to write otherwise).
-        del lease.records[: -_RECORDS_KEPT + 1]
-        lease.records.append(step)
+        if len(lease.records) >= _RECORDS_KEPT:
+            del lease.records[: len(lease.records) - _RECORDS_KEPT + 1]
+        lease.records.append(write)
     return step
+
+
+def _last_trip(
+    records: Sequence[Callable[[], None]], store: DirStore | None, session: str | None, holder: str | None
+) -> None:
+    """A closing session's last work on its store's worker, in one call: the records its worker
+    had not written, then the release of its directory (which a record slow to write delays,
+    never skips: the call goes on after a close that stopped waiting for it)."""
+    for write in records:
+        with contextlib.suppress(Exception):  # best effort, as every record is
+            write()
+    if store is not None and session is not None and holder is not None:
+        store.release(session, holder)
 
 
 def _take_hold(store: DirStore, session: str, lease: _Lease) -> None:
@@ -824,23 +842,19 @@ class _Lease:
         self.guard: StoreGuard | None = None
         self.owned: Store | None = None
         self.ended = False
-        self.records: list[Callable[[], bool]] = []
-        """Steps writing a record of the schedule's (:func:`_kept_decision`) the worker has not run
-        yet: the close runs them, in the trip it makes anyway."""
+        self.records: list[Callable[[], None]] = []
+        """Writes of the schedule's records (:func:`_kept_decision`) the worker has not made yet:
+        the close makes them, in the trip it makes anyway."""
         self.lock = threading.Lock()
 
-    def unwritten(self, step: Callable[[], bool]) -> bool:
-        """Whether ``step`` (one of :attr:`records`) is still to run; it runs once, whoever runs
-        it first (the worker between requests, or the close)."""
+    def take(self, write: Callable[[], None]) -> bool:
+        """Whether ``write`` (one of :attr:`records`) is still to be made, by the caller: it is
+        made once, whoever takes it first (the worker between requests, or the close)."""
         with self.lock:
-            if step not in self.records:
+            if self.ended or write not in self.records:
                 return False
-            self.records.remove(step)
+            self.records.remove(write)
             return True
-
-    def _write_records(self) -> None:
-        for step in list(self.records):
-            step()
 
     def took(self, store: DirStore, session_id: str, holder: str) -> None:
         """Note a holder the store made for the session, on whichever thread made it.
@@ -859,30 +873,24 @@ class _Lease:
     def end(self) -> None:
         """Release everything; never raises, nor waits for a store that hangs longer than a request would."""
         deadline = Deadline(self.timeout)
-        try:
-            if self.records and self.guard is not None:
-                # The records of the schedule's decisions the worker has not written yet (a close
-                # right after a request comes before its next look for idle work): written now, in
-                # one trip, so that the session met cold later reads them.
-                self.guard.call(deadline, self._write_records)
-        except StoreError as exc:
-            _log.warning("toolbudget: %s", exc)
-        except RuntimeError:
-            pass  # at interpreter exit no thread may start
         with self.lock:
             self.ended = True
+            records, self.records = self.records, []
             store, holder, session_id = self.dir_store, self.holder, self.session_id
             self.holder = None
+        releasing = store is not None and holder is not None and session_id is not None
         try:
-            if store is not None and holder is not None and session_id is not None:
-                if self.guard is not None:
-                    self.guard.call(deadline, store.release, session_id, holder)
-                else:
-                    store.release(session_id, holder)
+            if self.guard is not None and (records or releasing):
+                # In one call, so that a write under way (a record, spare files) lands first and
+                # nothing of this session's is written after it.
+                mine = store if releasing else None
+                self.guard.call(deadline, _last_trip, records, mine, session_id, holder)
+            elif releasing:
+                assert store is not None and session_id is not None and holder is not None
+                store.release(session_id, holder)
             elif self.guard is not None:
-                # A store without holders: a write the worker is making between requests (a record
-                # of the schedule's) lands before the close returns; one not yet begun sees
-                # ``ended`` and makes none.
+                # A store without holders: a write the worker is making between requests lands
+                # before the close returns; an idle step not yet begun sees ``ended``.
                 self.guard.finish(deadline)
         except StoreError as exc:
             _log.warning("toolbudget: %s", exc)

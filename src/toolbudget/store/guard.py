@@ -83,12 +83,6 @@ def _nothing() -> None:
     """A call that does nothing: its answer says the worker is past what it was doing."""
 
 
-_LOOK_EVERY = 0.05
-"""Seconds between two looks for idle work by a worker in use (see :meth:`_Worker.when_idle`)."""
-
-_LOOKS = 1200
-"""Looks that find nothing (a minute) before the worker waits to be woken."""
-
 _WAKE: tuple[Future[Any], Callable[..., Any], tuple[object, ...]] = (Future(), lambda: None, ())
 """Put on a worker's queue to have it look for idle work; never run."""
 
@@ -108,9 +102,9 @@ class _Worker:
         self.settled = threading.Event()
         """Set while the worker has no idle work left (see :meth:`StoreGuard.settle`)."""
         self.settled.set()
-        self._asleep = False
-        """Whether the worker waits for a call without looking for idle work now and then: only
-        then does idle work wake it (see :meth:`when_idle`)."""
+        self._settling = threading.Lock()
+        """Held while the idle list is compared with :attr:`settled`: a step handed over while the
+        worker finds the list empty would otherwise be left pending under a set ``settled``."""
         threading.Thread(target=self._run, name="toolbudget-store", daemon=True).start()
 
     def submit(self, fn: Callable[..., T], *args: object) -> Future[T]:
@@ -119,26 +113,12 @@ class _Worker:
         return future
 
     def when_idle(self, step: Callable[[], bool]) -> None:
-        """Run ``step`` whenever no call is waiting, until it returns ``False``.
-
-        A worker in use looks for idle work every :data:`_LOOK_EVERY` seconds, so the request
-        that hands it some returns without waking it: a wake (a futex call that makes the kernel
-        reach the worker's processor) took 9-18 us of the request on this machine. Idle work can
-        wait that long, as the agent's next request comes seconds later; a worker left without
-        calls or idle work for :data:`_LOOKS` looks is woken."""
-        self.settled.clear()
-        if step not in self._idle:
-            self._idle.append(step)
-        # Appended before the flag is read, and the worker sets the flag before it looks at the
-        # list a last time: one of the two sees the other (both run under the interpreter's lock).
-        if self._asleep:
-            self._queue.put(_WAKE)
-
-    def settle(self, timeout: float) -> bool:
-        """Wait until the idle work left is done (the worker is woken for it); whether it is."""
-        if not self.settled.is_set():
-            self._queue.put(_WAKE)
-        return self.settled.wait(timeout)
+        """Run ``step`` whenever no call is waiting, until it returns ``False``."""
+        with self._settling:
+            if step not in self._idle:
+                self._idle.append(step)
+            self.settled.clear()
+        self._queue.put(_WAKE)  # a worker waiting for a call looks again
 
     def stop(self) -> None:
         self._queue.put(None)
@@ -161,37 +141,19 @@ class _Worker:
     def _next(self) -> tuple[Future[Any], Callable[..., Any], tuple[object, ...]] | None:
         """The next call; while none waits, one step of idle work at a time, so that a call that
         comes meanwhile waits for one step at most."""
-        looks = 0
-        while True:
-            if self._idle:
-                looks = 0
-            while self._idle and self._queue.empty():
-                step = self._idle[0]
-                try:
-                    more = step()
-                except Exception:  # idle work is best effort: a step that fails is dropped
-                    more = False
-                if not more:
-                    with contextlib.suppress(ValueError):
-                        self._idle.remove(step)
+        while self._idle and self._queue.empty():
+            step = self._idle[0]
+            try:
+                more = step()
+            except Exception:  # idle work is best effort: a step that fails is dropped
+                more = False
+            if not more:
+                with contextlib.suppress(ValueError):
+                    self._idle.remove(step)
+        with self._settling:
             if not self._idle:
                 self.settled.set()
-                if self._idle:  # handed over meanwhile (after its clear): not settled after all
-                    self.settled.clear()
-                    continue
-            if looks < _LOOKS:
-                try:
-                    return self._queue.get(timeout=_LOOK_EVERY)
-                except queue.Empty:
-                    looks += 1
-                    continue
-            self._asleep = True
-            if self._idle:
-                self._asleep = False
-                continue
-            item = self._queue.get()
-            self._asleep = False
-            return item
+        return self._queue.get()
 
 
 class StoreGuard:
@@ -291,7 +253,7 @@ class StoreGuard:
         returns whether it has. For a caller about to remove the store's files by hand."""
         with self._lock:
             worker = self._worker
-        return worker is None or worker.settle(timeout)
+        return worker is None or worker.settled.wait(timeout)
 
     def finish(self, deadline: Deadline) -> None:
         """Wait (within ``deadline``) until the worker has done the call or idle step it is on, so
