@@ -271,6 +271,11 @@ def test_no_record_reaches_a_store_after_its_session_closes(tmp_path: Path) -> N
     assert late == 0
 
 
+def _busy() -> bool:
+    time.sleep(0.2)
+    return False
+
+
 @pytest.mark.parametrize("kind", ["dir", "sqlite"])
 def test_a_session_closed_right_after_its_16th_request_keeps_its_record(tmp_path: Path, kind: str) -> None:
     """The store's worker writes the 16th point's record between requests; a close that comes
@@ -290,7 +295,7 @@ def test_a_session_closed_right_after_its_16th_request_keeps_its_record(tmp_path
         session.settle(10.0)
         guard = session._guard_of(session.store)
         guard.call(Deadline(10.0), lambda: None)  # its worker, if the store had none yet
-        guard.when_idle(lambda: time.sleep(0.2) or False)  # the worker is busy when the record comes
+        guard.when_idle(_busy)  # the worker is busy when the record comes
         session.manage(orjson.loads(orjson.dumps(bodies[-1])), "anthropic")
         session.close()
         held = store.get_many("turns", sorted(store.keys("turns")))
@@ -298,6 +303,51 @@ def test_a_session_closed_right_after_its_16th_request_keeps_its_record(tmp_path
         time.sleep(0.3)
         assert store.get_many("turns", sorted(store.keys("turns"))) == held
         store.close()
+
+
+def test_a_session_collected_on_its_stores_worker_ends_at_once(tmp_path: Path) -> None:
+    """A session dropped without ``close`` is ended when it is collected, and a garbage collection
+    may run on its store's worker (set off by the worker's own work): the end then waited on itself
+    for the store's bound, opened the breaker and left the holder live. It ends there at once now,
+    with its record written and its directory let go of."""
+    import gc
+
+    store = DirStore(tmp_path / "s")
+    session = Session("turns", store=store, policy=Policy(store_timeout=2.0))
+    for body in _turns(EVERY, size=6_000):  # cuts: the directory is held; the 16th record pending
+        session.manage(orjson.loads(orjson.dumps(body)), "anthropic")
+    session.settle(10.0)
+    assert store.live_holders("turns")
+    guard = session._guard_of(session.store)
+    lease = session._lease
+    late = "k" + "1" * 31
+
+    def write() -> None:
+        store.put_many("turns", {late: b"kept at the end"})
+
+    lease.records.append(write)  # a record the worker has not reached
+    took: list[float] = []
+
+    def collect() -> bool:
+        began = time.monotonic()
+        gc.collect()
+        took.append(time.monotonic() - began)
+        return False
+
+    was = gc.isenabled()
+    gc.disable()  # collected below, on the worker, and nowhere else
+    try:
+        del session
+        guard.when_idle(collect)
+        assert guard.settle(10.0)
+    finally:
+        if was:
+            gc.enable()
+    assert lease.ended
+    assert took and took[0] < 1.0, took
+    assert not guard.open
+    assert not store.live_holders("turns")
+    assert store.get_many("turns", [late]) == {late: b"kept at the end"}
 
 
 def test_a_record_of_another_policy_is_not_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -880,7 +880,11 @@ class _Lease:
             self.holder = None
         releasing = store is not None and holder is not None and session_id is not None
         try:
-            if self.guard is not None and (records or releasing):
+            if self.guard is not None and self.guard.on_worker():
+                # Collected on the worker's own thread (a garbage collection its work set off): the
+                # last trip is made here, where a call would wait on itself for the store's bound.
+                _last_trip(records, store if releasing else None, session_id, holder)
+            elif self.guard is not None and (records or releasing):
                 # In one call, so that a write under way (a record, spare files) lands first and
                 # nothing of this session's is written after it.
                 mine = store if releasing else None

@@ -105,7 +105,8 @@ class _Worker:
         self._settling = threading.Lock()
         """Held while the idle list is compared with :attr:`settled`: a step handed over while the
         worker finds the list empty would otherwise be left pending under a set ``settled``."""
-        threading.Thread(target=self._run, name="toolbudget-store", daemon=True).start()
+        self.thread = threading.Thread(target=self._run, name="toolbudget-store", daemon=True)
+        self.thread.start()
 
     def submit(self, fn: Callable[..., T], *args: object) -> Future[T]:
         future: Future[T] = Future()
@@ -247,6 +248,13 @@ class StoreGuard:
                 self._worker = _Worker()
             worker = self._worker
         worker.when_idle(step)
+
+    def on_worker(self) -> bool:
+        """Whether the calling thread is this guard's worker: a call made there would wait on
+        itself (a session collected by a garbage collection the worker's own work set off)."""
+        with self._lock:
+            worker = self._worker
+        return worker is not None and threading.current_thread() is worker.thread
 
     def settle(self, timeout: float) -> bool:
         """Wait until the worker has done the idle work left to it (a write's spare files, say);
