@@ -251,9 +251,9 @@ class StoreGuard:
 
     def on_worker(self) -> bool:
         """Whether the calling thread is this guard's worker: a call made there would wait on
-        itself (a session collected by a garbage collection the worker's own work set off)."""
-        with self._lock:
-            worker = self._worker
+        itself (a session collected by a garbage collection the worker's own work set off).
+        Without the lock: a collection may run on a thread that holds it."""
+        worker = self._worker
         return worker is not None and threading.current_thread() is worker.thread
 
     def settle(self, timeout: float) -> bool:
