@@ -189,3 +189,40 @@ def test_a_closed_pool_refuses_and_bad_settings_are_refused() -> None:
 def test_sessions_is_public() -> None:
     assert toolbudget.Sessions is Sessions
     assert Policy().store is None or isinstance(Policy().store, str)
+
+
+def test_a_pool_closes_its_sessions_at_once_on_a_store_that_hangs(tmp_path: Path) -> None:
+    """Each session's close may wait its store's bound; a pool closed them one after the other,
+    so closing 256 sessions on a stopped store waited 256 bounds. It closes them at once now, and
+    every session is closed, its holder let go of once the store answers."""
+    import threading
+    import time
+
+    from toolbudget.store.dir import DirStore
+
+    stuck = threading.Event()
+
+    class Stuck(DirStore):
+        def release(self, session: str, holder: str) -> None:
+            stuck.wait(10.0)  # stopped, until the test lets it go
+            super().release(session, holder)
+
+    store = Stuck(tmp_path)
+    pool = Sessions(store=store, policy=Policy(store_timeout=0.3))
+    sessions = []
+    for n in range(8):
+        session = pool.get(f"s{n}")
+        session.manage(_body(f"task {n}"), "openai-chat")
+        session.settle(10.0)  # each holds its directory
+        sessions.append(session)
+    assert all(store.live_holders(f"s{n}") for n in range(8))
+    began = time.monotonic()
+    pool.close()
+    took = time.monotonic() - began
+    stuck.set()
+    assert took < 8 * 0.3 / 2, took  # one after the other: 2.4 s
+    assert all(session._closed for session in sessions)
+    deadline = time.monotonic() + 10
+    while any(store.live_holders(f"s{n}") for n in range(8)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(store.live_holders(f"s{n}") for n in range(8))
