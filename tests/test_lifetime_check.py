@@ -339,8 +339,8 @@ seen["hung"] = session.manage(body(1), "anthropic").report.store_fallbacks
 os.close(fds.pop())
 libc.umount2(back.encode(), 2)  # MNT_DETACH
 guard = session._guard
-guard.breaker.stuck[-1].exception(timeout=10)  # the call that hung fails at once now
-guard.breaker.open_until = 0.0  # the cool-down is over
+guard._stuck.exception(timeout=10)  # the call that hung fails at once now
+guard._open_until = 0.0  # the cool-down is over
 seen["back"] = session.manage(body(2), "anthropic").report.store_fallbacks
 session.close()
 print(json.dumps(seen), flush=True)

@@ -74,7 +74,7 @@ from .recall import answer as answer_recall
 from .recall import recall_page, valid_key
 from .store import DirStore, MemoryStore, Store, open_store
 from .store.dir import default_dir_root
-from .store.guard import Deadline, StoreGuard, breaker_of
+from .store.guard import Deadline, StoreGuard
 from .store.redis import masked_url
 
 _log = logging.getLogger("toolbudget")
@@ -1082,7 +1082,7 @@ class Session:
             with self._open_lock:
                 guard = self._lease.guard
                 if guard is None:
-                    guard = self._lease.guard = StoreGuard(store.url, breaker=breaker_of(store))
+                    guard = self._lease.guard = StoreGuard(store.url)
         return guard
 
     def _missing(self, store: Store, keys: list[str], sizes: Mapping[str, int] | None) -> set[str]:

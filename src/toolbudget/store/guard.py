@@ -26,7 +26,6 @@ import contextlib
 import queue
 import threading
 import time
-import weakref
 from collections.abc import Callable
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -34,7 +33,7 @@ from typing import Any, TypeVar
 
 from ..errors import StoreError
 
-__all__ = ["Breaker", "Deadline", "StoreGuard", "breaker_of", "recent_wait"]
+__all__ = ["Deadline", "StoreGuard", "recent_wait"]
 
 COOL_DOWN = 5.0
 """Seconds a store that missed a deadline is skipped before it is asked again."""
@@ -158,58 +157,19 @@ class _Worker:
         return self._queue.get()
 
 
-class Breaker:
-    """Whether a store is being skipped: a call that missed its bound is still under way, or its
-    cool-down has not passed.
-
-    Shared by the guards of one store object (:func:`breaker_of`): the sessions of a pool (the
-    proxy's) each have a guard of their own, and each paid the whole bound before skipping a
-    stopped store; now the first miss spares the others the wait.
-    """
-
-    __slots__ = ("lock", "open_until", "stuck")
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.stuck: list[Future[Any]] = []
-        """Calls that missed their bound and have not returned yet."""
-        self.open_until = 0.0
-
-
-_BREAKERS: weakref.WeakKeyDictionary[Any, Breaker] = weakref.WeakKeyDictionary()
-_BREAKERS_LOCK = threading.Lock()
-
-
-def breaker_of(store: object) -> Breaker:
-    """The breaker every guard of ``store`` shares (one of its own for a store that cannot be
-    weakly referred to)."""
-    with _BREAKERS_LOCK:
-        try:
-            found = _BREAKERS.get(store)
-            if found is None:
-                found = _BREAKERS[store] = Breaker()
-        except TypeError:
-            found = Breaker()
-        return found
-
-
 class StoreGuard:
     """Runs store calls within a deadline, and skips a store that recently missed one."""
 
     def __init__(
-        self,
-        url: str,
-        *,
-        cool_down: float = COOL_DOWN,
-        clock: Callable[[], float] = time.monotonic,
-        breaker: Breaker | None = None,
+        self, url: str, *, cool_down: float = COOL_DOWN, clock: Callable[[], float] = time.monotonic
     ):
         self.url = url
         self.cool_down = cool_down
         self._clock = clock
         self._lock = threading.Lock()
         self._worker: _Worker | None = None
-        self.breaker = breaker if breaker is not None else Breaker()
+        self._stuck: Future[Any] | None = None
+        self._open_until = 0.0
 
     @property
     def open(self) -> bool:
@@ -218,21 +178,9 @@ class StoreGuard:
             return self._is_open()
 
     def _is_open(self) -> bool:
-        breaker = self.breaker
-        if breaker.stuck:
-            with breaker.lock:
-                breaker.stuck = [call for call in breaker.stuck if not call.done()]
-                if breaker.stuck:
-                    return True
-        return self._clock() < breaker.open_until
-
-    def _skip_for_a_while(self, stuck: Future[Any] | None = None) -> None:
-        """Open the breaker for a cool-down (and until ``stuck`` returns)."""
-        breaker = self.breaker
-        with breaker.lock:
-            if stuck is not None:
-                breaker.stuck.append(stuck)
-            breaker.open_until = self._clock() + self.cool_down
+        if self._stuck is not None and not self._stuck.done():
+            return True
+        return self._clock() < self._open_until
 
     def _admit(self, deadline: Deadline) -> float:
         """The time the request has left for a call, or :class:`StoreError` when the store is
@@ -255,8 +203,9 @@ class StoreGuard:
         try:
             return future.result(timeout=left)
         except FutureTimeout:
-            self._skip_for_a_while(future)
             with self._lock:
+                self._stuck = future
+                self._open_until = self._clock() + self.cool_down
                 # The stuck worker is left to finish on its own; the next probe gets a fresh one.
                 worker, self._worker = self._worker, None
             if worker is not None:
@@ -286,7 +235,8 @@ class StoreGuard:
             deadline.spend(waited)
             _note_wait(waited)
             if waited > left:
-                self._skip_for_a_while()
+                with self._lock:
+                    self._open_until = self._clock() + self.cool_down
 
     def when_idle(self, step: Callable[[], bool]) -> None:
         """Have the worker run ``step`` between calls, until it returns ``False`` (see
