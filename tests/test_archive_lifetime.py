@@ -529,6 +529,41 @@ def test_a_stopped_redis_costs_at_most_the_store_timeout_then_is_skipped(redis: 
         assert_every_marker_recallable(session, managed.body, texts)
 
 
+def test_a_session_closed_while_its_store_is_skipped_lets_go_of_its_holder(tmp_path: Path) -> None:
+    """A close while the session's breaker is open (a call missed its bound moments before) was
+    refused at once, and its release was never made: the holder counted as live for as long as the
+    process ran, so no sweep could remove the archive. The release is handed to the worker without
+    waiting now, and made as soon as the store answers; the close still returns at once."""
+    import dataclasses
+    import threading
+
+    done = threading.Event()
+
+    class SlowWrites(DirStore):
+        def _put_many(self, session: str, items: dict[str, bytes], check: list[str]) -> set[str]:
+            time.sleep(0.5)
+            try:
+                return super()._put_many(session, items, check)
+            finally:
+                done.set()
+
+    store = SlowWrites(tmp_path)
+    policy = dataclasses.replace(POLICY, store_timeout=0.1)
+    session = Session("skipped", store=store, policy=policy)
+    session.manage(history(outputs(2)), "anthropic")  # the trip is given up after 0.1 s
+    assert done.wait(5)
+    guard = session._guard
+    assert guard is not None and guard.open  # within the cool-down
+    began = time.monotonic()
+    session.close()
+    assert time.monotonic() - began < 0.5
+    deadline = time.monotonic() + 5
+    while store.live_holders("skipped") and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert store.live_holders("skipped") == []
+    store.close()
+
+
 # -- 4. SQLite: readable when not writable -----------------------------------------------------------------
 
 _READER = """

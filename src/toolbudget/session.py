@@ -884,6 +884,11 @@ class _Lease:
                 # Collected on the worker's own thread (a garbage collection its work set off): the
                 # last trip is made here, where a call would wait on itself for the store's bound.
                 _last_trip(records, store if releasing else None, session_id, holder)
+            elif self.guard is not None and releasing and self.guard.open:
+                # The store is being skipped (a call missed its bound): the release is handed to the
+                # worker without waiting, and made when the store answers; skipped, the holder
+                # would count as live for as long as this process runs. The records are dropped.
+                self.guard.call_later(_last_trip, (), store, session_id, holder)
             elif self.guard is not None and (records or releasing):
                 # In one call, so that a write under way (a record, spare files) lands first and
                 # nothing of this session's is written after it.

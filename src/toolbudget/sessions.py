@@ -433,7 +433,7 @@ def _close_all(sessions: list[Session]) -> None:
             session.close()  # never raises
 
     started = []
-    for _ in range(min(_CLOSERS, len(sessions))):
+    for _ in range(min(_CLOSERS, len(sessions)) - 1):  # and this thread
         thread = threading.Thread(target=close_some, name="toolbudget-close", daemon=True)
         try:
             thread.start()

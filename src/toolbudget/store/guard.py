@@ -249,6 +249,15 @@ class StoreGuard:
             worker = self._worker
         worker.when_idle(step)
 
+    def call_later(self, fn: Callable[..., object], *args: object) -> None:
+        """``fn(*args)`` on the worker, not waited for, even while the store is skipped: a closing
+        session's release, which would otherwise never be made (its holder would count as live for
+        as long as this process runs). It runs when the store answers again."""
+        with self._lock:
+            if self._worker is None:
+                self._worker = _Worker()
+            self._worker.submit(fn, *args)
+
     def on_worker(self) -> bool:
         """Whether the calling thread is this guard's worker: a call made there would wait on
         itself (a session collected by a garbage collection the worker's own work set off).
