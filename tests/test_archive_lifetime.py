@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -529,25 +530,31 @@ def test_a_stopped_redis_costs_at_most_the_store_timeout_then_is_skipped(redis: 
         assert_every_marker_recallable(session, managed.body, texts)
 
 
+class _SlowWrites(DirStore):
+    """A directory store whose writes take 0.5 s, longer than the tests' bound; ``done`` is set
+    as each write ends."""
+
+    def __init__(self, root: Path, done: threading.Event) -> None:
+        super().__init__(root)
+        self.done = done
+
+    def _put_many(self, session: str, items: dict[str, bytes], check: list[str]) -> set[str]:
+        time.sleep(0.5)
+        try:
+            return super()._put_many(session, items, check)
+        finally:
+            self.done.set()
+
+
 def test_a_session_closed_while_its_store_is_skipped_lets_go_of_its_holder(tmp_path: Path) -> None:
     """A close while the session's breaker is open (a call missed its bound moments before) was
     refused at once, and its release was never made: the holder counted as live for as long as the
     process ran, so no sweep could remove the archive. The release is handed to the worker without
     waiting now, and made as soon as the store answers; the close still returns at once."""
     import dataclasses
-    import threading
 
     done = threading.Event()
-
-    class SlowWrites(DirStore):
-        def _put_many(self, session: str, items: dict[str, bytes], check: list[str]) -> set[str]:
-            time.sleep(0.5)
-            try:
-                return super()._put_many(session, items, check)
-            finally:
-                done.set()
-
-    store = SlowWrites(tmp_path)
+    store = _SlowWrites(tmp_path, done)
     policy = dataclasses.replace(POLICY, store_timeout=0.1)
     session = Session("skipped", store=store, policy=policy)
     session.manage(history(outputs(2)), "anthropic")  # the trip is given up after 0.1 s
@@ -666,16 +673,7 @@ def test_a_first_hold_whose_trip_outlived_the_request_is_still_released_at_close
     from toolbudget.store import guard
 
     done = threading.Event()
-
-    class SlowWrites(DirStore):
-        def _put_many(self, session: str, items: dict[str, bytes], check: list[str]) -> set[str]:
-            time.sleep(0.5)
-            try:
-                return super()._put_many(session, items, check)
-            finally:
-                done.set()
-
-    store = SlowWrites(tmp_path)
+    store = _SlowWrites(tmp_path, done)
     policy = dataclasses.replace(POLICY, store_timeout=0.1)
     with Session("slow", store=store, policy=policy) as session:
         session.manage(history(outputs(2)), "anthropic")  # the trip is given up after 0.1 s
