@@ -878,25 +878,24 @@ class _Lease:
             records, self.records = self.records, []
             store, holder, session_id = self.dir_store, self.holder, self.session_id
             self.holder = None
-        releasing = store is not None and holder is not None and session_id is not None
+        # The directory to let go of, if the session holds one.
+        mine = store if holder is not None and session_id is not None else None
         try:
             if self.guard is not None and self.guard.on_worker():
                 # Collected on the worker's own thread (a garbage collection its work set off): the
                 # last trip is made here, where a call would wait on itself for the store's bound.
-                _last_trip(records, store if releasing else None, session_id, holder)
-            elif self.guard is not None and releasing and self.guard.open:
+                _last_trip(records, mine, session_id, holder)
+            elif self.guard is not None and mine is not None and self.guard.open:
                 # The store is being skipped (a call missed its bound): the release is handed to the
                 # worker without waiting, and made when the store answers; skipped, the holder
                 # would count as live for as long as this process runs. The records are dropped.
-                self.guard.call_later(_last_trip, (), store, session_id, holder)
-            elif self.guard is not None and (records or releasing):
+                self.guard.call_later(_last_trip, (), mine, session_id, holder)
+            elif self.guard is not None and (records or mine is not None):
                 # In one call, so that a write under way (a record, spare files) lands first and
                 # nothing of this session's is written after it.
-                mine = store if releasing else None
                 self.guard.call(deadline, _last_trip, records, mine, session_id, holder)
-            elif releasing:
-                assert store is not None and session_id is not None and holder is not None
-                store.release(session_id, holder)
+            elif mine is not None:
+                _last_trip((), mine, session_id, holder)
             elif self.guard is not None:
                 # A store without holders: a write the worker is making between requests lands
                 # before the close returns; an idle step not yet begun sees ``ended``.
